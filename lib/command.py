@@ -1,0 +1,133 @@
+# COMMAND and EVENT payload codecs (PROTOCOL.md sections 5 and 6) and the organ-side limit rules.
+import math
+import struct
+
+from utf8 import clip_text, truncate_utf8, valid_utf8  # noqa: F401 (re-exported)
+
+EVENT_DONE = 1
+MAX_TEXT = 240
+
+
+class CommandError(ValueError):
+    pass
+
+
+def _takes_text(capability):
+    params = capability["params"]
+    return bool(params) and params[-1]["type"] == "string"
+
+
+def encode_command(name, values=(), text=None):
+    """COMMAND payload: str8 name, one f32 per non-string param, str8 text if declared."""
+    b = name.encode("utf-8")
+    out = bytearray([len(b)])
+    out.extend(b)
+    for v in values:
+        out.extend(struct.pack(">f", v))
+    if text is not None:
+        t = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+        if len(t) > 255:
+            raise CommandError("text: %d bytes do not fit a str8" % len(t))
+        out.append(len(t))
+        out.extend(t)
+    return bytes(out)
+
+
+def command_name(payload, n):
+    """The capability name of a COMMAND payload, as str; CommandError when malformed."""
+    if n < 1 or payload[0] + 1 > n:
+        raise CommandError("name: truncated")
+    if not valid_utf8(payload, 1, 1 + payload[0]):
+        raise CommandError("name: not valid UTF-8")
+    return str(bytes(payload[1 : 1 + payload[0]]), "utf-8")
+
+
+def name_is(payload, n, name_bytes):
+    """True when the COMMAND in payload[:n] names exactly name_bytes (no allocation)."""
+    k = len(name_bytes)
+    if n < k + 1 or payload[0] != k:
+        return False
+    for i in range(k):
+        if payload[1 + i] != name_bytes[i]:
+            return False
+    return True
+
+
+def expected_length(capability):
+    """Payload length of a COMMAND for capability, without its text bytes."""
+    nums = sum(1 for p in capability["params"] if p["type"] != "string")
+    return (
+        1
+        + len(capability["name"].encode("utf-8"))
+        + 4 * nums
+        + (1 if _takes_text(capability) else 0)
+    )
+
+
+def decode_command(payload, n, capability):
+    """(raw float values, text or None) of a COMMAND for capability; CommandError with a reason."""
+    base = expected_length(capability)
+    pos = 1 + payload[0] if n else 0
+    values = []
+    for p in capability["params"]:
+        if p["type"] == "string":
+            continue
+        if pos + 4 > n:
+            raise CommandError("%s: payload of %d bytes is too short" % (capability["name"], n))
+        v = struct.unpack(">f", bytes(payload[pos : pos + 4]))[0]
+        if math.isnan(v):
+            raise CommandError("%s: NaN" % p["name"])
+        values.append(v)
+        pos += 4
+    text = None
+    if _takes_text(capability):
+        if pos >= n or pos + 1 + payload[pos] != n:
+            raise CommandError(
+                "%s: payload of %d bytes does not end with its text" % (capability["name"], n)
+            )
+        k = payload[pos]
+        if not valid_utf8(payload, pos + 1, n):
+            raise CommandError("text: not valid UTF-8")
+        text = str(bytes(payload[pos + 1 : n]), "utf-8")
+    elif n != base:
+        raise CommandError("%s: payload of %d bytes, expected %d" % (capability["name"], n, base))
+    return values, text
+
+
+def clamp_value(param, x):
+    """The organ's rule: clamp to [min, max]; int rounds half away from zero; bool is x >= 0.5."""
+    if math.isnan(x):
+        raise CommandError("%s: NaN" % param["name"])
+    lo, hi = param["min"], param["max"]
+    if x < lo:
+        x = lo
+    elif x > hi:
+        x = hi
+    t = param["type"]
+    if t == "int":
+        return int(math.floor(x + 0.5)) if x >= 0 else -int(math.floor(-x + 0.5))
+    if t == "bool":
+        return x >= 0.5
+    return float(x)
+
+
+def clamp_text(param, text):
+    """Text cut to the param's max length in UTF-8 bytes, at a character boundary."""
+    return clip_text(text, int(param["max"]))
+
+
+def encode_event(name, status, kind=EVENT_DONE):
+    b = name.encode("utf-8")
+    return bytes([kind, len(b)]) + b + bytes([status])
+
+
+def decode_event(payload, n=-1):
+    """(kind, name, status) of an EVENT payload; CommandError when malformed."""
+    if n < 0:
+        n = len(payload)
+    if n < 3 or 2 + payload[1] + 1 != n:
+        raise CommandError("EVENT: payload of %d bytes is malformed" % n)
+    k = payload[1]
+    if not valid_utf8(payload, 2, 2 + k):
+        raise CommandError("EVENT name: not valid UTF-8")
+    return payload[0], str(bytes(payload[2 : 2 + k]), "utf-8"), payload[2 + k]

@@ -1,0 +1,234 @@
+# DESCRIPTOR payload codec and validation (PROTOCOL.md section 4): every refusal names its field and rule.
+import math
+import struct
+
+from utf8 import valid_utf8
+
+EXEC_TYPES = ("immediate", "continuous", "periodic", "event_driven")
+PARAM_TYPES = ("int", "float", "string", "bool")
+MAX_CAPABILITIES = 8
+MAX_PARAMS = 6
+MAX_TEXT = 240
+
+
+class DescriptorError(ValueError):
+    pass
+
+
+def _charset(s, lower, upper, digits, first_letter):
+    if not s:
+        return False
+    for i in range(len(s)):
+        c = s[i]
+        if "a" <= c <= "z" and lower or "A" <= c <= "Z" and upper or c == "_":
+            continue
+        if "0" <= c <= "9" and digits and not (first_letter and i == 0):
+            continue
+        return False
+    if first_letter and not "a" <= s[0] <= "z":
+        return False
+    return True
+
+
+def _check_ascii(where, s, lo, hi, rule, upper=False, first_letter=False):
+    n = len(s.encode("utf-8"))
+    if n < lo or n > hi:
+        raise DescriptorError("%s: %r is %d bytes, must be %d..%d" % (where, s, n, lo, hi))
+    if n and not _charset(s, True, upper, True, first_letter):
+        raise DescriptorError("%s: %r must match %s" % (where, s, rule))
+
+
+def _check_utf8_len(where, s, lo, hi):
+    n = len(s.encode("utf-8"))
+    if n < lo or n > hi:
+        raise DescriptorError("%s: %d bytes, must be %d..%d" % (where, n, lo, hi))
+
+
+def _finite(x):
+    return not (math.isnan(x) or math.isinf(x))
+
+
+def validate_descriptor(d):
+    """Checks a descriptor dict against every rule of section 4; raises DescriptorError."""
+    _check_ascii("module_id", d["module_id"], 1, 15, "[A-Za-z0-9_]", upper=True)
+    _check_ascii("module_type", d["module_type"], 1, 15, "[a-z0-9_]")
+    for key in ("hw_version", "fw_version"):
+        if not 0 <= d[key] <= 0xFFFF:
+            raise DescriptorError("%s: %r must be a u16" % (key, d[key]))
+    caps = d["capabilities"]
+    if not 1 <= len(caps) <= MAX_CAPABILITIES:
+        raise DescriptorError("capability_count: %d, must be 1..8" % len(caps))
+    seen = []
+    for ci, c in enumerate(caps):
+        at = "capabilities[%d]" % ci
+        _check_ascii(at + ".name", c["name"], 1, 23, "[a-z][a-z0-9_]*", first_letter=True)
+        if c["name"] in seen:
+            raise DescriptorError("%s.name: %r repeats" % (at, c["name"]))
+        seen.append(c["name"])
+        at = "capabilities[%d] (%s)" % (ci, c["name"])
+        _check_utf8_len(at + ".description", c["description"], 1, 63)
+        if c["exec_type"] not in EXEC_TYPES:
+            raise DescriptorError(
+                "%s.exec_type: %r is not one of %s" % (at, c["exec_type"], EXEC_TYPES)
+            )
+        _check_ascii(at + ".resource_group", c["resource_group"], 0, 15, "[a-z0-9_]")
+        ms = c["max_duration_ms"]
+        if not 0 <= ms <= 0xFFFFFFFF:
+            raise DescriptorError("%s.max_duration_ms: %r must be a u32" % (at, ms))
+        if c["exec_type"] == "immediate" and ms:
+            raise DescriptorError("%s.max_duration_ms: must be 0 for an immediate ability" % at)
+        params = c["params"]
+        if len(params) > MAX_PARAMS:
+            raise DescriptorError("%s.param_count: %d, must be 0..6" % (at, len(params)))
+        strings = [p for p in params if p["type"] == "string"]
+        if len(strings) > 1:
+            raise DescriptorError(
+                "%s.params: %d string params, at most one (text)" % (at, len(strings))
+            )
+        names = []
+        for pi, p in enumerate(params):
+            pat = "%s.params[%d]" % (at, pi)
+            _check_ascii(pat + ".name", p["name"], 1, 15, "[a-z][a-z0-9_]*", first_letter=True)
+            if p["name"] in names:
+                raise DescriptorError("%s.name: %r repeats" % (pat, p["name"]))
+            names.append(p["name"])
+            pat = "%s.params[%d] (%s)" % (at, pi, p["name"])
+            t = p["type"]
+            if t not in PARAM_TYPES:
+                raise DescriptorError("%s.type: %r is not one of %s" % (pat, t, PARAM_TYPES))
+            lo, hi = p["min"], p["max"]
+            if not (_finite(lo) and _finite(hi)):
+                raise DescriptorError("%s: min %r and max %r must be finite" % (pat, lo, hi))
+            if lo > hi:
+                raise DescriptorError("%s: min %r is greater than max %r" % (pat, lo, hi))
+            if t == "bool" and (lo < 0 or hi > 1):
+                raise DescriptorError("%s: a bool param's bounds must be within 0..1" % pat)
+            if t == "string":
+                if p["name"] != "text":
+                    raise DescriptorError("%s: a string param must be named 'text'" % pat)
+                if pi != len(params) - 1:
+                    raise DescriptorError("%s: the text param must be the last param" % pat)
+                if lo < 0 or hi > MAX_TEXT:
+                    raise DescriptorError(
+                        "%s: text length bounds %r..%r must be within 0..240" % (pat, lo, hi)
+                    )
+            _check_utf8_len(pat + ".unit", p["unit"], 0, 7)
+
+
+class _Reader:
+    def __init__(self, buf, n):
+        self.buf = buf
+        self.pos = 0
+        self.end = n
+
+    def need(self, k, what):
+        if self.pos + k > self.end:
+            raise DescriptorError(
+                "%s: truncated (needs %d bytes at offset %d of %d)" % (what, k, self.pos, self.end)
+            )
+
+    def u8(self, what):
+        self.need(1, what)
+        self.pos += 1
+        return self.buf[self.pos - 1]
+
+    def u16(self, what):
+        self.need(2, what)
+        b, p = self.buf, self.pos
+        self.pos += 2
+        return (b[p] << 8) | b[p + 1]
+
+    def u32(self, what):
+        return (self.u16(what) << 16) | self.u16(what)
+
+    def f32(self, what):
+        self.need(4, what)
+        self.pos += 4
+        return struct.unpack(">f", bytes(self.buf[self.pos - 4 : self.pos]))[0]
+
+    def str8(self, what, utf8=True):
+        k = self.u8(what)
+        self.need(k, what)
+        p = self.pos
+        self.pos += k
+        if not valid_utf8(self.buf, p, p + k):
+            raise DescriptorError("%s: not valid UTF-8" % what)
+        return str(bytes(self.buf[p : p + k]), "utf-8")
+
+
+def _bound(t, x):
+    if t == "float":
+        return float("%.7g" % x)  # an f32 carries ~7 significant digits
+    if _finite(x) and x == int(x):
+        return int(x)
+    return x
+
+
+def decode_descriptor(payload, n=-1):
+    """The descriptor dict of a DESCRIPTOR payload (payload[:n]); raises DescriptorError."""
+    r = _Reader(payload, len(payload) if n < 0 else n)
+    d = {"module_id": r.str8("module_id"), "module_type": r.str8("module_type")}
+    d["hw_version"] = r.u16("hw_version")
+    d["fw_version"] = r.u16("fw_version")
+    count = r.u8("capability_count")
+    if not 1 <= count <= MAX_CAPABILITIES:
+        raise DescriptorError("capability_count: %d, must be 1..8" % count)
+    caps = d["capabilities"] = []
+    for ci in range(count):
+        at = "capabilities[%d]" % ci
+        c = {"name": r.str8(at + ".name")}
+        at = "capabilities[%d] (%s)" % (ci, c["name"])
+        c["description"] = r.str8(at + ".description")
+        e = r.u8(at + ".exec_type")
+        if e >= len(EXEC_TYPES):
+            raise DescriptorError("%s.exec_type: %d is not 0..3" % (at, e))
+        c["exec_type"] = EXEC_TYPES[e]
+        c["resource_group"] = r.str8(at + ".resource_group")
+        c["max_duration_ms"] = r.u32(at + ".max_duration_ms")
+        pc = r.u8(at + ".param_count")
+        if pc > MAX_PARAMS:
+            raise DescriptorError("%s.param_count: %d, must be 0..6" % (at, pc))
+        params = c["params"] = []
+        for pi in range(pc):
+            pat = "%s.params[%d]" % (at, pi)
+            p = {"name": r.str8(pat + ".name")}
+            t = r.u8(pat + ".type")
+            if t >= len(PARAM_TYPES):
+                raise DescriptorError("%s.type: %d is not 0..3" % (pat, t))
+            p["type"] = PARAM_TYPES[t]
+            p["min"] = _bound(p["type"], r.f32(pat + ".min_val"))
+            p["max"] = _bound(p["type"], r.f32(pat + ".max_val"))
+            p["unit"] = r.str8(pat + ".unit")
+            params.append(p)
+        caps.append(c)
+    if r.pos != r.end:
+        raise DescriptorError("%d bytes remain after the last field" % (r.end - r.pos))
+    validate_descriptor(d)
+    return d
+
+
+def _str8(out, s):
+    b = s.encode("utf-8")
+    out.append(len(b))
+    out.extend(b)
+
+
+def encode_descriptor(d):
+    """DESCRIPTOR payload bytes of a descriptor dict (validated first)."""
+    validate_descriptor(d)
+    out = bytearray()
+    _str8(out, d["module_id"])
+    _str8(out, d["module_type"])
+    out.extend(struct.pack(">HHB", d["hw_version"], d["fw_version"], len(d["capabilities"])))
+    for c in d["capabilities"]:
+        _str8(out, c["name"])
+        _str8(out, c["description"])
+        out.append(EXEC_TYPES.index(c["exec_type"]))
+        _str8(out, c["resource_group"])
+        out.extend(struct.pack(">IB", c["max_duration_ms"], len(c["params"])))
+        for p in c["params"]:
+            _str8(out, p["name"])
+            out.append(PARAM_TYPES.index(p["type"]))
+            out.extend(struct.pack(">ff", p["min"], p["max"]))
+            _str8(out, p["unit"])
+    return bytes(out)

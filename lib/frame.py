@@ -1,0 +1,259 @@
+# Protocol V3 frames: an encoder into caller buffers and a resyncing stream decoder (PROTOCOL.md section 2).
+import sys
+
+import micropython
+from micropython import const
+
+from crc16 import crc16
+
+try:
+    from time import ticks_diff
+except ImportError:  # CPython host: ticks are plain ints
+
+    def ticks_diff(a, b):
+        return a - b
+
+
+SOF = const(0xAA)
+VER = const(0x03)
+EOF = const(0x55)
+MAX_LEN = const(512)
+OVERHEAD = const(8)
+IDLE_MS = const(50)
+
+DESCRIPTOR = const(0x01)
+ACK = const(0x02)
+HEARTBEAT = const(0x03)
+DISCOVER = const(0x04)
+COMMAND = const(0x10)
+COMMAND_RESP = const(0x11)
+EVENT = const(0x20)
+DATA = const(0x21)
+
+TYPE_NAMES = {
+    DESCRIPTOR: "DESCRIPTOR",
+    ACK: "ACK",
+    HEARTBEAT: "HEARTBEAT",
+    DISCOVER: "DISCOVER",
+    COMMAND: "COMMAND",
+    COMMAND_RESP: "COMMAND_RESP",
+    EVENT: "EVENT",
+    DATA: "DATA",
+}
+
+COUNTER_NAMES = (
+    "frames",
+    "bytes",
+    "junk",
+    "crc_errors",
+    "bad_version",
+    "oversize",
+    "bad_eof",
+    "abandoned",
+    "unknown",
+)
+
+_BUF_SIZE = const(520)  # MAX_LEN + OVERHEAD
+
+
+def encode_into(buf, ftype, payload=b"", n=-1, off=0):
+    """Write one frame at buf[off:]; returns its length. Allocates nothing."""
+    if n < 0:
+        n = len(payload)
+    if n > MAX_LEN:
+        raise ValueError("payload of %d bytes exceeds LEN 512" % n)
+    buf[off] = SOF
+    buf[off + 1] = VER
+    buf[off + 2] = ftype
+    buf[off + 3] = n >> 8
+    buf[off + 4] = n & 0xFF
+    p = off + 5
+    if n == len(payload):
+        buf[p : p + n] = payload
+    else:
+        _copy(buf, p, payload, 0, n)
+    crc = crc16(buf, 0xFFFF, off + 1, p + n)
+    buf[p + n] = crc >> 8
+    buf[p + n + 1] = crc & 0xFF
+    buf[p + n + 2] = EOF
+    return n + OVERHEAD
+
+
+def encode(ftype, payload=b""):
+    """One frame as bytes (convenience; the hot path uses encode_into)."""
+    buf = bytearray(len(payload) + OVERHEAD)
+    encode_into(buf, ftype, payload)
+    return bytes(buf)
+
+
+ACK_FRAME = encode(ACK)
+HEARTBEAT_FRAME = encode(HEARTBEAT)
+DISCOVER_FRAME = encode(DISCOVER)
+RESP_OK_FRAME = encode(COMMAND_RESP, b"\x00")
+RESP_FAIL_FRAME = encode(COMMAND_RESP, b"\x01")
+
+
+if sys.implementation.name == "micropython":
+
+    @micropython.viper
+    def _copy(dst: ptr8, doff: int, src: ptr8, soff: int, n: int) -> int:
+        i = 0
+        while i < n:
+            dst[doff + i] = src[soff + i]
+            i += 1
+        return n
+
+    @micropython.viper
+    def _find_sof(src: ptr8, i: int, end: int) -> int:
+        while i < end:
+            if src[i] == 0xAA:
+                return i
+            i += 1
+        return end
+
+else:
+
+    def _copy(dst, doff, src, soff, n):
+        dst[doff : doff + n] = src[soff : soff + n]
+        return n
+
+    def _find_sof(src, i, end):
+        j = bytes(src[i:end]).find(b"\xaa")
+        return end if j < 0 else i + j
+
+
+class Decoder:
+    """Reassembles frames from a byte stream; hands each legal frame to on_frame(ftype, payload, n).
+
+    Buffer layout: _buf[0] is the SOF of the current candidate, _buf[0:_fill] the bytes
+    taken so far; _need is how many the candidate needs (5 until LEN is known).
+    `payload` is one fixed view of _buf[5:]: only its first n bytes belong to the frame,
+    and only during the call.
+    """
+
+    def __init__(self, on_frame, handled=None):
+        self.on_frame = on_frame
+        self._buf = bytearray(_BUF_SIZE)
+        self.payload = memoryview(self._buf)[5:]
+        self._handled = bytearray(256)
+        for t in TYPE_NAMES if handled is None else handled:
+            self._handled[t] = 1
+        self._fill = 0
+        self._need = 5
+        self._last = 0
+        self.reset_counters()
+
+    def reset_counters(self):
+        self.frames = self.bytes = self.junk = self.crc_errors = self.bad_version = 0
+        self.oversize = self.bad_eof = self.abandoned = self.unknown = 0
+
+    def counters(self):
+        """The counters as a dict (key order is not kept on MicroPython: use COUNTER_NAMES)."""
+        return {k: getattr(self, k) for k in COUNTER_NAMES}
+
+    def pending(self):
+        """Bytes held in an incomplete candidate."""
+        return self._fill
+
+    def feed(self, data, now=0, n=-1):
+        if n < 0:
+            n = len(data)
+        if n == 0:
+            return
+        if self._fill and ticks_diff(now, self._last) >= IDLE_MS:
+            self._abandon()
+        self._last = now
+        self.bytes += n
+        buf = self._buf
+        i = 0
+        while i < n:
+            fill = self._fill
+            if fill == 0:
+                j = _find_sof(data, i, n)
+                self.junk += j - i
+                if j >= n:
+                    return
+                buf[0] = SOF
+                self._fill = 1
+                self._need = 5
+                i = j + 1
+                continue
+            k = self._need - fill
+            if k > n - i:
+                k = n - i
+            _copy(buf, fill, data, i, k)
+            self._fill = fill + k
+            i += k
+            if self._fill >= self._need:
+                self._process()
+
+    def idle(self, now):
+        """The reader saw no byte: abandon an incomplete candidate once the line was quiet 50 ms."""
+        if self._fill and ticks_diff(now, self._last) >= IDLE_MS:
+            self._abandon()
+
+    def flush(self):
+        """End of input: whatever is incomplete is abandoned (frames behind it still come out)."""
+        while self._fill:
+            self._abandon()
+
+    def _abandon(self):
+        self.abandoned += 1
+        self._reject()
+
+    def _reject(self):
+        # Resume at the byte after the rejected SOF, never after the claimed length.
+        self.junk += 1
+        self._shift(1)
+        self._process()
+
+    def _shift(self, k):
+        # Drop _buf[0:k]; the next candidate starts at the next SOF in what remains.
+        fill = self._fill
+        buf = self._buf
+        j = _find_sof(buf, k, fill)
+        self.junk += j - k
+        if j >= fill:
+            self._fill = 0
+        else:
+            _copy(buf, 0, buf, j, fill - j)
+            self._fill = fill - j
+        self._need = 5
+
+    def _process(self):
+        buf = self._buf
+        while True:
+            fill = self._fill
+            if fill < 5:
+                self._need = 5
+                return
+            if buf[1] != VER:
+                self.bad_version += 1
+            else:
+                length = (buf[3] << 8) | buf[4]
+                if length > MAX_LEN:
+                    self.oversize += 1
+                else:
+                    need = length + OVERHEAD
+                    self._need = need
+                    if fill < need:
+                        return
+                    if buf[need - 1] != EOF:
+                        self.bad_eof += 1
+                    elif crc16(buf, 0xFFFF, 1, need - 3) != (buf[need - 3] << 8) | buf[need - 2]:
+                        self.crc_errors += 1
+                    else:
+                        self.frames += 1
+                        ftype = buf[2]
+                        if not self._handled[ftype]:
+                            self.unknown += 1
+                        self.on_frame(ftype, self.payload, length)
+                        if fill == need:
+                            self._fill = 0
+                            self._need = 5
+                            return
+                        self._shift(need)
+                        continue
+            # A defect: drop this SOF and rescan the rest (the _reject step, inline).
+            self.junk += 1
+            self._shift(1)

@@ -1,0 +1,56 @@
+# Strict UTF-8 checks that behave the same on CPython and MicroPython (no overlongs, surrogates or > U+10FFFF).
+
+
+def _seq_len(buf, i, end):
+    """Length of the valid UTF-8 sequence at buf[i], or 0 if it is not one."""
+    c = buf[i]
+    if c < 0x80:
+        return 1
+    if 0xC2 <= c <= 0xDF:
+        n, lo, hi = 2, 0x80, 0xBF
+    elif 0xE0 <= c <= 0xEF:
+        n = 3
+        lo = 0xA0 if c == 0xE0 else 0x80
+        hi = 0x9F if c == 0xED else 0xBF
+    elif 0xF0 <= c <= 0xF4:
+        n = 4
+        lo = 0x90 if c == 0xF0 else 0x80
+        hi = 0x8F if c == 0xF4 else 0xBF
+    else:
+        return 0
+    if i + n > end or not lo <= buf[i + 1] <= hi:
+        return 0
+    for k in range(i + 2, i + n):
+        if not 0x80 <= buf[k] <= 0xBF:
+            return 0
+    return n
+
+
+def valid_utf8(buf, start=0, end=-1):
+    if end < 0:
+        end = len(buf)
+    i = start
+    while i < end:
+        n = _seq_len(buf, i, end)
+        if not n:
+            return False
+        i += n
+    return True
+
+
+def truncate_utf8(buf, n, limit):
+    """Largest length <= limit of buf[:n] that ends on a character boundary (buf assumed valid)."""
+    if n <= limit:
+        return n
+    i = limit
+    while i > 0 and (buf[i] & 0xC0) == 0x80:
+        i -= 1
+    return i
+
+
+def clip_text(s, limit):
+    """s (a str) cut to at most `limit` UTF-8 bytes at a character boundary."""
+    b = s.encode("utf-8")
+    if len(b) <= limit:
+        return s
+    return str(b[: truncate_utf8(b, len(b), limit)], "utf-8")
