@@ -1,0 +1,252 @@
+# Protection of every HTTP route (token, 413, 400, 404, 405, 429, 431, 403, 408, connection bound) on CPython sockets.
+import http.client
+import json
+import socket
+import time
+
+import pytest
+
+from test_httpd_fakebody import ServerThread
+
+PLAN = {
+    "heard_req": 0,
+    "steps": [{"task_id": "t1", "action": "led_on", "params": {}, "priority": 5, "depends_on": []}],
+    "can_execute": True,
+    "missing": [],
+    "response": "",
+}
+
+
+def request(port, method, path, body=None, headers=None, timeout=5):
+    """(status, headers dict lower-case, parsed JSON or raw bytes)."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    if isinstance(body, (dict, list)):
+        body = json.dumps(body)
+    c.request(method, path, body=body, headers=headers or {})
+    r = c.getresponse()
+    raw = r.read()
+    hdrs = {k.lower(): v for k, v in r.getheaders()}
+    c.close()
+    try:
+        return r.status, hdrs, json.loads(raw) if raw else None
+    except ValueError:
+        return r.status, hdrs, raw
+
+
+def raw_exchange(port, data, timeout=5):
+    """Send raw bytes, read the whole answer until the server closes."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    s.sendall(data)
+    out = b""
+    while True:
+        try:
+            chunk = s.recv(4096)
+        except ConnectionResetError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    s.close()
+    return out
+
+
+def status_of(raw):
+    return int(raw.split(b" ", 2)[1]) if raw.startswith(b"HTTP/1.1 ") else None
+
+
+@pytest.fixture
+def server():
+    s = ServerThread()
+    yield s
+    s.stop()
+
+
+def test_plan_round_trip_and_404_405(server):
+    code, _, out = request(server.port, "POST", "/plan", PLAN)
+    assert code == 200 and out["ok"] is True, (code, out)
+    assert server.body.commands == [("led_on", {})], server.body.commands
+    code, _, out = request(server.port, "GET", "/nowhere")
+    assert code == 404 and "GET /nowhere" in out["error"], (code, out)
+    code, hdrs, out = request(server.port, "GET", "/mcp")
+    assert code == 405 and hdrs.get("allow") == "POST", (code, hdrs, out)
+    code, hdrs, out = request(server.port, "DELETE", "/plan")
+    assert code == 405 and hdrs.get("allow") == "POST", (code, hdrs)
+
+
+def test_malformed_json_is_400_and_nothing_runs(server):
+    for body in ('{"steps": [', "not json", '{"a": 1} trailing', b"\xff\xfe{}"):
+        code, _, out = request(server.port, "POST", "/plan", body)
+        assert code == 400 and "not valid JSON" in out["error"], (body, code, out)
+    assert server.body.commands == [], server.body.commands
+
+
+def test_body_over_4k_is_413_and_nothing_runs(server):
+    big = json.dumps(dict(PLAN, response="x" * 5000))
+    code, _, out = request(server.port, "POST", "/plan", big)
+    assert code == 413 and "4096" in out["error"], (code, out)
+    # A body of exactly the limit is still taken (and then judged on its merits).
+    exact = json.dumps(dict(PLAN, response=""))
+    exact = exact[:-1] + " " * (4096 - len(exact)) + "}"
+    assert len(exact) == 4096
+    code, _, out = request(server.port, "POST", "/plan", exact)
+    assert code == 200, (code, out)
+    # A lying client: a head that promises 100 KB.
+    raw = raw_exchange(
+        server.port, b"POST /plan HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n{"
+    )
+    assert status_of(raw) == 413, raw
+    assert server.body.commands == [("led_on", {})], server.body.commands
+
+
+def test_bad_heads_are_refused_and_the_server_lives_on(server):
+    cases = [
+        (b"GARBAGE\r\n\r\n", 400),
+        (b"GET /menu HTTP/9.9\r\n\r\n", 400),
+        (b"GET /menu HTTP/1.1\r\nNoColonHere\r\n\r\n", 400),
+        (b"POST /plan HTTP/1.1\r\nContent-Length: -5\r\n\r\n", 400),
+        (b"POST /plan HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}", 400),
+        (b"POST /plan HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n", 411),
+        (b"GET /menu HTTP/1.1\r\nX-Big: " + b"a" * 3000 + b"\r\n\r\n", 431),
+        (b"GET /menu HTTP/1.1\r\n" + b"X: y\r\n" * 40 + b"\r\n", 431),
+        (b"\x00\xff\x10\r\n\r\n", 400),
+    ]
+    for data, want in cases:
+        raw = raw_exchange(server.port, data)
+        assert status_of(raw) == want, (data[:60], raw[:200])
+        assert b'"error"' in raw, raw
+    code, _, out = request(server.port, "GET", "/menu")
+    assert code == 200 and out["capabilities"], (code, out)
+    # A handler bug is a 500 with the reason, and the server keeps serving.
+    code, _, out = request(server.port, "GET", "/boom")
+    assert code == 500 and "handler bug" in out["error"], (code, out)
+    assert server.srv.errors == 1
+    code, _, _ = request(server.port, "GET", "/menu")
+    assert code == 200
+    assert server.body.commands == [], server.body.commands
+
+
+def test_token_required_401_runs_nothing():
+    s = ServerThread({"token": "s3cret-token"})
+    try:
+        for hdrs in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "s3cret-token"},
+                     {"Authorization": "Basic czNjcmV0LXRva2Vu"}):  # fmt: skip
+            for method, path, body in (
+                ("POST", "/plan", PLAN),
+                ("POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                                  "params": {"name": "led_on", "arguments": {}}}),
+                ("POST", "/speak", {"text": "hello"}),
+                ("GET", "/menu", None),
+                ("GET", "/nowhere", None),
+            ):  # fmt: skip
+                code, rh, out = request(s.port, method, path, body, hdrs)
+                assert code == 401, (hdrs, path, code, out)
+                assert rh.get("www-authenticate", "").startswith("Bearer"), rh
+        assert s.body.commands == [] and s.body.executed == [], s.body.commands
+        code, _, out = request(
+            s.port, "POST", "/plan", PLAN, {"Authorization": "Bearer s3cret-token"}
+        )
+        assert code == 200 and out["ok"], (code, out)
+        assert s.body.commands == [("led_on", {})], s.body.commands
+    finally:
+        s.stop()
+
+
+def test_rate_limit_429_with_retry_after():
+    s = ServerThread({"rate_per_s": 1, "rate_burst": 3})
+    try:
+        codes = [request(s.port, "GET", "/menu")[0] for _ in range(3)]
+        assert codes == [200, 200, 200], codes
+        code, hdrs, out = request(s.port, "POST", "/plan", PLAN)
+        assert code == 429, (code, out)
+        assert int(hdrs["retry-after"]) >= 1, hdrs
+        assert "rate limit" in out["error"], out
+        assert s.body.commands == [], "a limited request ran: %r" % s.body.commands
+        time.sleep(1.1)
+        code, _, _ = request(s.port, "GET", "/menu")
+        assert code == 200, "the bucket refills"
+    finally:
+        s.stop()
+
+
+def test_browser_origin_refused_403():
+    s = ServerThread({"origins": ["http://localhost:3000"]})
+    try:
+        code, _, out = request(s.port, "POST", "/plan", PLAN, {"Origin": "http://evil.example"})
+        assert code == 403 and "evil.example" in out["error"], (code, out)
+        assert s.body.commands == []
+        code, _, _ = request(s.port, "POST", "/plan", PLAN, {"Origin": "http://localhost:3000"})
+        assert code == 200
+    finally:
+        s.stop()
+
+
+def test_slow_head_and_half_sent_body_time_out_408():
+    s = ServerThread({"header_timeout_ms": 300, "body_timeout_ms": 300})
+    try:
+        t0 = time.monotonic()
+        raw = raw_exchange(s.port, b"POST /plan HTTP/1.1\r\nHost: x\r\n")
+        assert status_of(raw) == 408 and b"head" in raw, raw
+        assert time.monotonic() - t0 < 2, "the slow head was cut at its deadline"
+        raw = raw_exchange(s.port, b'POST /plan HTTP/1.1\r\nContent-Length: 50\r\n\r\n{"st')
+        assert status_of(raw) == 408 and b"body" in raw, raw
+        assert s.body.commands == []
+        assert s.srv.active == 0, "no slot kept by a timed-out client"
+    finally:
+        s.stop()
+
+
+def _slowloris(port, n):
+    """n connections that each trickle a head, never finishing it."""
+    socks = []
+    for _ in range(n):
+        k = socket.create_connection(("127.0.0.1", port), timeout=5)
+        k.sendall(b"POST /plan HTTP/1.1\r\n")
+        socks.append(k)
+    return socks
+
+
+def test_connection_bound_503_then_recovers():
+    s = ServerThread({"max_conns": 2, "max_conns_per_client": 2, "header_timeout_ms": 800})
+    try:
+        held = _slowloris(s.port, 2)
+        time.sleep(0.1)
+        code, hdrs, out = request(s.port, "GET", "/menu")
+        assert code == 503 and hdrs.get("retry-after") == "1", (code, out)
+        for k in held:
+            k.close()
+        time.sleep(0.2)
+        code, _, _ = request(s.port, "GET", "/menu")
+        assert code == 200, code
+    finally:
+        s.stop()
+
+
+def test_slowloris_does_not_delay_a_concurrent_plan():
+    s = ServerThread({"header_timeout_ms": 3000})
+    try:
+
+        def plan_ms():
+            t0 = time.monotonic()
+            code, _, out = request(s.port, "POST", "/plan", PLAN)
+            assert code == 200 and out["ok"], (code, out)
+            return (time.monotonic() - t0) * 1000
+
+        base = min(plan_ms() for _ in range(3))
+        held = _slowloris(s.port, 2)
+        try:
+            worst = []
+            for _ in range(3):
+                for k in held:
+                    k.sendall(b"X-Drip: 1\r\n")  # keep the heads coming, never finished
+                worst.append(plan_ms())
+                time.sleep(0.05)
+        finally:
+            for k in held:
+                k.close()
+        # Best of three against the best baseline: a stalled loop would delay every one.
+        assert min(worst) - base < 100, "plan delayed by slowloris: base %.1f ms, with %r" % (
+            base,
+            worst,
+        )
+    finally:
+        s.stop()

@@ -1,0 +1,246 @@
+# A scripted stand-in for master.body.Body (section 9 organs) for the links tests; also runs as a server on the unix port.
+#
+# It keeps the Body facade's contract (docs/DESIGN.md): menu() of the online organs,
+# execute(plan, on_accept) -> (200 report | 422 problems | 400), speak_ready(). Its checks
+# are a small subset of the master's validation, enough to exercise the links honestly.
+import json
+import sys
+
+try:
+    import asyncio
+except ImportError:  # pragma: no cover
+    import uasyncio as asyncio
+
+UNIX_PORT = True
+
+LED = [
+    {"name": "led_on", "description": "Turn the light on.", "exec_type": "immediate",
+     "resource_group": "led", "max_duration_ms": 0, "params": []},
+    {"name": "led_off", "description": "Turn the light off.", "exec_type": "immediate",
+     "resource_group": "led", "max_duration_ms": 0, "params": []},
+    {"name": "led_blink", "description": "Blink the light a number of times.",
+     "exec_type": "continuous", "resource_group": "led", "max_duration_ms": 40000,
+     "params": [{"name": "count", "type": "int", "min": 1, "max": 20, "unit": ""},
+                {"name": "period_ms", "type": "int", "min": 100, "max": 2000, "unit": "ms"}]},
+]  # fmt: skip
+SPK = [
+    {"name": "speak", "description": "Say the text out loud.", "exec_type": "continuous",
+     "resource_group": "audio", "max_duration_ms": 30000,
+     "params": [{"name": "text", "type": "string", "min": 1, "max": 240, "unit": ""}]},
+    {"name": "chime", "description": "Play a short attention chime.", "exec_type": "continuous",
+     "resource_group": "audio", "max_duration_ms": 2000, "params": []},
+]  # fmt: skip
+ORGANS = {"LED_001": LED, "SPK_001": SPK}
+_TYPES = {"int": int, "float": (int, float), "bool": bool, "string": str}
+
+
+class FakeBody:
+    """Body facade over scripted organs. `script[action]` = final step status to report."""
+
+    def __init__(self, online=("LED_001", "SPK_001"), play_ms=150):
+        self.online = list(online)
+        self.script = {}
+        self.executed = []  # every plan that passed the checks (COMMANDs "sent")
+        self.commands = []  # (action, params) in the order they were "sent"
+        self.play_ms = play_ms  # how long a continuous step runs after its accept
+
+    def menu(self):
+        caps = []
+        for mid in self.online:
+            for c in ORGANS[mid]:
+                d = dict(c)
+                d["module_id"] = mid
+                caps.append(d)
+        names = [c["name"] for c in caps]
+        schema = {"type": "object", "properties": {"steps": {"type": "array", "maxItems": 16,
+                  "items": {"properties": {"action": {"enum": names}}}}}}  # fmt: skip
+        return {"protocol": 3, "max_steps": 16, "capabilities": caps, "plan_schema": schema}
+
+    def status(self):
+        return {"organs": [{"module_id": m, "online": True} for m in self.online]}
+
+    def speak_ready(self):
+        return "SPK_001" in self.online
+
+    def _caps(self):
+        d = {}
+        for c in self.menu()["capabilities"]:
+            d[c["name"]] = c
+        return d
+
+    def check(self, plan):
+        problems, notes = [], []
+        caps = self._caps()
+        steps = plan.get("steps") if isinstance(plan, dict) else None
+        if not isinstance(steps, list):
+            return ["plan: steps must be a list"], notes
+        for i, s in enumerate(steps):
+            cap = caps.get(s.get("action"))
+            if cap is None:
+                problems.append(
+                    "steps[%d].action: unknown action %r; the menu has %s"
+                    % (i, s.get("action"), ", ".join(sorted(caps)))
+                )
+                continue
+            params = s.get("params", {})
+            declared = [p["name"] for p in cap["params"]]
+            for k in params:
+                if k not in declared:
+                    problems.append("steps[%d].params.%s: not a param of %s" % (i, k, cap["name"]))
+            for p in cap["params"]:
+                if p["name"] not in params:
+                    problems.append("steps[%d].params.%s: missing" % (i, p["name"]))
+                    continue
+                v = params[p["name"]]
+                if (
+                    isinstance(v, bool)
+                    and p["type"] != "bool"
+                    or not isinstance(v, _TYPES[p["type"]])
+                ):
+                    problems.append("steps[%d].params.%s: wrong type" % (i, p["name"]))
+                elif p["type"] in ("int", "float") and not p["min"] <= v <= p["max"]:
+                    notes.append(
+                        "steps[%d].params.%s: %s is outside %s..%s; forwarded as given, the organ clamps"
+                        % (i, p["name"], v, p["min"], p["max"])
+                    )
+        return problems, notes
+
+    async def execute(self, plan, on_accept=None):
+        if isinstance(plan, (bytes, bytearray, str)):
+            try:
+                plan = json.loads(plan)
+            except Exception as e:
+                return 400, {"problems": ["plan: not JSON: %s" % e]}
+        problems, notes = self.check(plan)
+        if problems:
+            return 422, {"problems": problems}
+        self.executed.append(plan)
+        out = []
+        ok = True
+        for s in plan["steps"]:
+            self.commands.append((s["action"], s.get("params", {})))
+            status = self.script.get(s["action"], "done")
+            if on_accept is not None:
+                on_accept(
+                    s["task_id"], 0 if status == "done" else 1 if status == "refused" else status
+                )
+            if status == "done" and self._caps()[s["action"]]["exec_type"] == "continuous":
+                await asyncio.sleep(self.play_ms / 1000)
+            step = {"task_id": s["task_id"], "action": s["action"], "status": status, "ms": 1}
+            if status != "done":
+                ok = False
+            out.append(step)
+        return 200, {"ok": ok, "steps": out, "notes": notes}
+
+
+async def serve_fake(port, token=None, play_ms=150):
+    """Master links (MCP, Body Protocol, /menu /plan) over a FakeBody, plus POST /_fake control."""
+    from master import bodyproto, httpd, mcp
+
+    body = FakeBody(play_ms=play_ms)
+
+    async def menu(req):
+        return 200, body.menu(), None
+
+    async def fake(req):
+        # {"online": [...]} sets the online organs; {"script": {...}} sets step outcomes;
+        # the answer is what the fake has "sent" so far.
+        m = req.json or {}
+        if "online" in m:
+            body.online = list(m["online"])
+        if "script" in m:
+            body.script = dict(m["script"])
+        return 200, {"commands": body.commands, "plans": len(body.executed)}, None
+
+    async def plan_route(req):
+        code, out = await body.execute(req.body)
+        return code, out, None
+
+    routes = {("GET", "/menu"): menu, ("POST", "/plan"): plan_route, ("POST", "/_fake"): fake}
+    routes.update(mcp.routes(body))
+    routes.update(bodyproto.routes(body))
+    cfg = {"token": token, "rate_per_s": 50, "rate_burst": 200}
+    srv = await httpd.serve(routes, "127.0.0.1", port, cfg)
+    print(json.dumps({"event": "http", "host": "127.0.0.1", "port": srv.port}))
+    return srv
+
+
+def test_fake_body_menu_and_refusal():
+    b = FakeBody()
+    names = [c["name"] for c in b.menu()["capabilities"]]
+    assert names == ["led_on", "led_off", "led_blink", "speak", "chime"], names
+    plan = {"steps": [{"task_id": "t1", "action": "nope", "params": {}}]}
+    code, out = asyncio.run(b.execute(plan))
+    assert code == 422 and "nope" in out["problems"][0], (code, out)
+    assert b.commands == [], "a refused plan sent nothing: %r" % b.commands
+
+
+class ServerThread:
+    """CPython only: an asyncio loop in a daemon thread serving `routes_fn(body)` or the fake links."""
+
+    def __init__(self, config=None, routes=None, body=None):
+        import threading
+
+        self.body = body or FakeBody()
+        self.config = config or {}
+        self.extra = routes
+        self.ready = threading.Event()
+        self.loop = None
+        self.srv = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+        assert self.ready.wait(10), "server thread did not start"
+        self.port = self.srv.port
+
+    def _run(self):
+        from master import bodyproto, httpd, mcp
+
+        self.loop = asyncio.new_event_loop()
+        body = self.body
+
+        async def plan_route(req):
+            code, out = await body.execute(req.body)
+            return code, out, None
+
+        async def menu(req):
+            return 200, body.menu(), None
+
+        async def boom(req):
+            raise RuntimeError("handler bug")
+
+        routes = {("GET", "/menu"): menu, ("POST", "/plan"): plan_route, ("GET", "/boom"): boom}
+        routes.update(mcp.routes(body))
+        routes.update(bodyproto.routes(body))
+        if self.extra:
+            routes.update(self.extra)
+
+        async def start():
+            self.srv = await httpd.serve(routes, "127.0.0.1", 0, self.config)
+            self.ready.set()
+
+        self.loop.run_until_complete(start())
+        self.loop.run_forever()
+
+    def stop(self):
+        def _stop():
+            self.srv.close()
+            self.loop.stop()
+
+        self.loop.call_soon_threadsafe(_stop)
+        self.thread.join(5)
+
+
+def _main():
+    port = int(sys.argv[1])
+    token = sys.argv[2] if len(sys.argv) > 2 and sys.argv[2] else None
+
+    async def run():
+        await serve_fake(port, token)
+        while True:
+            await asyncio.sleep(3600)
+
+    asyncio.run(run())
+
+
+if __name__ == "__main__":
+    _main()

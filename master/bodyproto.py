@@ -1,0 +1,160 @@
+# Body Protocol v1 routes (POST /status /speak /look /express): honest answers, never a fake 200.
+try:
+    import asyncio
+except ImportError:  # pragma: no cover
+    import uasyncio as asyncio
+
+LOOK_TEXT = "This body has no camera: it cannot see anything."
+
+# HTTP status for a step that did not get accepted by its organ, by final step status.
+_FAIL_STATUS = {"refused": 502, "timeout": 504, "offline": 503}
+
+
+def _names(menu):
+    return [c["name"] for c in menu.get("capabilities", ())]
+
+
+def express_action(menu, emotion):
+    """(action, params) that shows `emotion` on this menu, or None. Exact names only:
+    a capability `express_<emotion>` without params, or `express` with one string param
+    `emotion`. Nothing is guessed or mapped to a nearest ability."""
+    caps = {}
+    for c in menu.get("capabilities", ()):
+        caps[c["name"]] = c
+    c = caps.get("express_" + emotion)
+    if c is not None and not c.get("params"):
+        return c["name"], {}
+    c = caps.get("express")
+    if c is not None:
+        ps = c.get("params") or []
+        if len(ps) == 1 and ps[0]["name"] == "emotion" and ps[0]["type"] in ("string", "text"):
+            return "express", {"emotion": emotion}
+    return None
+
+
+class BodyProtocol:
+    """Routes of Body Protocol v1 over a master Body (see docs/DESIGN.md)."""
+
+    def __init__(self, body):
+        self.body = body
+        self.running = []  # plans still playing after their answer was sent
+        self.last_report = None  # (status, report) of the last plan that ended
+
+    async def status(self, req):
+        return 200, {"online": bool(self.body.speak_ready())}, None
+
+    async def look(self, req):
+        return 200, {"text": LOOK_TEXT}, None
+
+    async def speak(self, req):
+        msg = req.json if req.json is not None else {}
+        text = msg.get("text") if isinstance(msg, dict) else None
+        if not isinstance(text, str) or not text.strip():
+            return 400, {"error": 'send {"text": "..."} with the words to say'}, None
+        if not self.body.speak_ready():
+            return (
+                503,
+                {"error": "cannot speak now: no speaker organ with speak is online and free"},
+                None,
+            )
+        return await self.run_step("speak", {"text": text})
+
+    async def express(self, req):
+        msg = req.json if req.json is not None else {}
+        emotion = msg.get("emotion") if isinstance(msg, dict) else None
+        if not isinstance(emotion, str) or not emotion:
+            return 400, {"error": 'send {"emotion": "..."}'}, None
+        menu = self.body.menu()
+        found = express_action(menu, emotion)
+        if found is None:
+            return (
+                501,
+                {
+                    "error": "this body cannot express %r: no ability on its menu shows it "
+                    "(looked for express_%s or express with an emotion param)" % (emotion, emotion),
+                    "abilities": _names(menu),
+                },
+                None,
+            )
+        return await self.run_step(found[0], found[1])
+
+    async def run_step(self, action, params):
+        """Run a one-step plan; answer as soon as the organ accepted (or refused) its COMMAND.
+
+        The plan keeps running after the answer (speech plays on); its report is kept
+        in `last_report` when it ends."""
+        plan = {
+            "heard_req": 0,
+            "steps": [
+                {
+                    "task_id": "t1",
+                    "action": action,
+                    "params": params,
+                    "priority": 5,
+                    "depends_on": [],
+                }
+            ],
+            "can_execute": True,
+            "missing": [],
+            "response": "",
+        }
+        answered = asyncio.Event()
+        seen = []
+
+        def on_accept(task_id, status):
+            if not seen:
+                seen.append(status)
+                answered.set()
+
+        async def run():
+            try:
+                r = await self.body.execute(plan, on_accept)
+            except Exception as e:
+                r = (500, {"error": "internal error: %r" % e})
+            self.last_report = r
+            if not seen:
+                seen.append(None)
+            answered.set()
+            if task in self.running:
+                self.running.remove(task)
+            return r
+
+        task = asyncio.create_task(run())
+        self.running.append(task)
+        await answered.wait()
+        status = seen[0]
+        if status == 0:
+            return 200, {}, None
+        if status is None:
+            code, out = self.last_report
+            if code == 422:
+                return (
+                    422,
+                    {
+                        "error": "; ".join(out.get("problems", [])),
+                        "problems": out.get("problems", []),
+                    },
+                    None,
+                )
+            if code != 200:
+                return code, out, None
+            step = (out.get("steps") or [{}])[0]
+            status = step.get("status")
+            if status in ("done", "started"):
+                return 200, {}, None
+            why = step.get("reason") or status
+            return _FAIL_STATUS.get(status, 502), {"error": "%s failed: %s" % (action, why)}, None
+        if status == 1:
+            return 502, {"error": "%s failed: the organ refused the command" % action}, None
+        return _FAIL_STATUS.get(status, 502), {"error": "%s failed: %s" % (action, status)}, None
+
+
+def routes(body):
+    """Body Protocol v1 routes for httpd.serve."""
+    bp = BodyProtocol(body)
+    return {
+        ("POST", "/status"): bp.status,
+        ("POST", "/speak"): bp.speak,
+        ("POST", "/look"): bp.look,
+        ("POST", "/express"): bp.express,
+    }

@@ -1,0 +1,441 @@
+# Small HTTP/1.1 server for the master's links (asyncio on MicroPython and CPython); owns every protection.
+#
+# One request per connection (`Connection: close`): a board keeps few sockets and a
+# keep-alive connection would hold one of them for nothing. A connection gets, in order:
+# a connection slot (total and per client), its head within `header_timeout_ms`, a rate
+# token, an Origin check, the bearer token, a route, a body within `max_body` and
+# `body_timeout_ms`, a JSON parse, and only then the handler. Every refusal is answered
+# with a status and a specific reason; no handler runs for a refused request.
+import json
+import sys
+import time
+
+try:
+    import asyncio
+except ImportError:  # pragma: no cover (older boards)
+    import uasyncio as asyncio
+
+from micropython import const
+
+_MP = sys.implementation.name == "micropython"
+_READ = const(512)
+_LINGER_MAX = const(65536)
+_LINGER_MS = const(300)
+_RATE_CLIENTS = const(16)
+
+DEFAULTS = {
+    "token": None,  # bearer token; None or "" means no authentication
+    "max_body": 4096,  # bytes; more gets 413
+    "max_head": 2048,  # request line plus headers; more gets 431
+    "max_conns": 5,  # connections served at once, all clients together
+    "max_conns_per_client": 3,  # connections served at once for one client address
+    "rate_per_s": 10,  # requests per second per client address, sustained
+    "rate_burst": 30,  # requests per client address in a burst
+    "header_timeout_ms": 3000,  # whole head must arrive within this after accept
+    "body_timeout_ms": 3000,  # whole body must arrive within this after the head
+    "write_timeout_ms": 5000,  # response must be taken by the client within this
+    "origins": (),  # browser Origins allowed; a request with any other Origin gets 403
+}
+
+REASONS = {
+    200: "OK",
+    202: "Accepted",
+    204: "No Content",
+    400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    408: "Request Timeout",
+    411: "Length Required",
+    413: "Content Too Large",
+    422: "Unprocessable Content",
+    429: "Too Many Requests",
+    431: "Request Header Fields Too Large",
+    500: "Internal Server Error",
+    501: "Not Implemented",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+    504: "Gateway Timeout",
+}
+
+if hasattr(time, "ticks_ms"):
+    _ticks = time.ticks_ms
+    _diff = time.ticks_diff
+else:
+
+    def _ticks():
+        return int(time.monotonic() * 1000)
+
+    def _diff(a, b):
+        return a - b
+
+
+class HttpError(Exception):
+    """A refusal before the handler: status, reason, extra headers."""
+
+    def __init__(self, status, reason, headers=None):
+        Exception.__init__(self, reason)
+        self.status = status
+        self.reason = reason
+        self.headers = headers
+
+
+class Request:
+    """What a handler gets: `method path query headers body json client`."""
+
+    def __init__(self, method, path, query, headers, client):
+        self.method = method
+        self.path = path
+        self.query = query
+        self.headers = headers  # lower-case name -> str
+        self.body = b""
+        self.json = None  # parsed body; None when the body is empty
+        self.client = client  # peer address as a string ("127.0.0.1")
+
+
+def client_address(peer):
+    """The peer's IP as a string, from a CPython tuple or a MicroPython sockaddr."""
+    if isinstance(peer, tuple):
+        return str(peer[0])
+    if isinstance(peer, (bytes, bytearray)) and len(peer) >= 8 and peer[0] == 2:
+        return "%d.%d.%d.%d" % (peer[4], peer[5], peer[6], peer[7])
+    return "?" if peer is None else str(peer)
+
+
+def parse_head(head, max_headers=32):
+    """Parse request line and headers (bytes without the blank line); raises HttpError(400)."""
+    try:
+        text = head.decode()
+    except Exception:
+        raise HttpError(400, "request head is not valid UTF-8")
+    lines = text.split("\r\n")
+    parts = lines[0].split(" ")
+    if len(parts) != 3 or not parts[0] or not parts[1].startswith("/"):
+        raise HttpError(400, "malformed request line %r" % lines[0][:80])
+    method, target, version = parts
+    if version not in ("HTTP/1.1", "HTTP/1.0"):
+        raise HttpError(400, "unsupported HTTP version %r" % version[:16])
+    if len(lines) - 1 > max_headers:
+        raise HttpError(431, "more than %d header lines" % max_headers)
+    headers = {}
+    for line in lines[1:]:
+        i = line.find(":")
+        if i <= 0 or " " in line[:i] or "\t" in line[:i]:
+            raise HttpError(400, "malformed header line %r" % line[:80])
+        name = line[:i].lower()
+        value = line[i + 1 :].strip()
+        if name in headers:
+            if name in ("content-length", "authorization", "host"):
+                if headers[name] != value:
+                    raise HttpError(400, "conflicting %s headers" % name)
+            else:
+                value = headers[name] + ", " + value
+        headers[name] = value
+    q = target.find("?")
+    path, query = (target, "") if q < 0 else (target[:q], target[q + 1 :])
+    return method, path, query, headers
+
+
+class RateLimiter:
+    """Token bucket per client address; tokens kept in thousandths, integers only."""
+
+    def __init__(self, rate_per_s, burst, clients=_RATE_CLIENTS):
+        self.rate = max(1, int(rate_per_s))  # thousandths of a token per ms
+        self.cap = max(1, int(burst)) * 1000
+        self.clients = clients
+        self.buckets = {}  # address -> [milli-tokens, last ms]
+
+    def take(self, addr, now):
+        """0 when the request may go on, else the seconds to wait (Retry-After)."""
+        b = self.buckets.get(addr)
+        if b is None:
+            if len(self.buckets) >= self.clients:
+                oldest = None
+                for k in self.buckets:
+                    if oldest is None or _diff(self.buckets[k][1], self.buckets[oldest][1]) < 0:
+                        oldest = k
+                del self.buckets[oldest]
+            b = [self.cap, now]
+            self.buckets[addr] = b
+        else:
+            dt = _diff(now, b[1])
+            if dt > 0:
+                b[0] = min(self.cap, b[0] + min(dt, 3600000) * self.rate)
+                b[1] = now
+        if b[0] >= 1000:
+            b[0] -= 1000
+            return 0
+        return (1000 - b[0] + self.rate * 1000 - 1) // (self.rate * 1000) or 1
+
+
+def _tokens_equal(a, b):
+    # Compare without an early exit so the time taken does not tell how much matched.
+    if len(a) != len(b):
+        return False
+    d = 0
+    for i in range(len(a)):
+        d |= ord(a[i]) ^ ord(b[i])
+    return d == 0
+
+
+def encode_response(status, payload=None, headers=None):
+    """Bytes of a whole response; dict/list payloads become JSON."""
+    ctype = "application/json"
+    if payload is None:
+        body = b""
+    elif isinstance(payload, (bytes, bytearray)):
+        body = bytes(payload)
+        ctype = "application/octet-stream"
+    elif isinstance(payload, str):
+        body = payload.encode()
+        ctype = "text/plain; charset=utf-8"
+    else:
+        body = json.dumps(payload).encode()
+    out = ["HTTP/1.1 %d %s\r\n" % (status, REASONS.get(status, "Status"))]
+    have_ctype = False
+    if headers:
+        for k in headers:
+            if k.lower() == "content-type":
+                have_ctype = True
+            out.append("%s: %s\r\n" % (k, headers[k]))
+    if body and not have_ctype:
+        out.append("Content-Type: %s\r\n" % ctype)
+    out.append("Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body))
+    return "".join(out).encode() + body
+
+
+class HttpServer:
+    """A running server: `port`, `counts` (responses by status), `close()`, `wait_closed()`."""
+
+    def __init__(self, routes, config=None):
+        cfg = dict(DEFAULTS)
+        if config:
+            for k in config:
+                if k in DEFAULTS:
+                    cfg[k] = config[k]
+        self.cfg = cfg
+        self.routes = routes
+        self.paths = {}
+        for method, path in routes:
+            self.paths.setdefault(path, []).append(method)
+        self.limiter = RateLimiter(cfg["rate_per_s"], cfg["rate_burst"])
+        self.active = 0
+        self.per_client = {}
+        self.counts = {}
+        self.errors = 0  # handler exceptions (answered 500)
+        self.port = None
+        self.srv = None
+
+    def stats(self):
+        return {"active": self.active, "responses": dict(self.counts), "errors": self.errors}
+
+    def close(self):
+        if self.srv is not None:
+            self.srv.close()
+
+    async def wait_closed(self):
+        if self.srv is not None:
+            await self.srv.wait_closed()
+
+    async def _send(self, writer, status, payload=None, headers=None):
+        self.counts[status] = self.counts.get(status, 0) + 1
+        writer.write(encode_response(status, payload, headers))
+        await asyncio.wait_for(writer.drain(), self.cfg["write_timeout_ms"] / 1000)
+
+    async def _read_head(self, reader):
+        buf = b""
+        limit = self.cfg["max_head"]
+        while True:
+            chunk = await reader.read(_READ)
+            if not chunk:
+                raise EOFError
+            buf += chunk
+            i = buf.find(b"\r\n\r\n")
+            if 0 <= i <= limit:
+                return buf[:i], buf[i + 4 :]
+            if len(buf) > limit + 3:
+                raise HttpError(431, "request head longer than %d bytes" % limit)
+
+    async def _read_body(self, reader, rest, n):
+        parts = [rest[:n]]
+        got = len(parts[0])
+        while got < n:
+            chunk = await reader.read(min(_READ * 2, n - got))
+            if not chunk:
+                raise EOFError
+            parts.append(chunk)
+            got += len(chunk)
+        return b"".join(parts)
+
+    async def _linger(self, reader, n):
+        # Take (and drop) what the client is still sending before closing, so the
+        # close does not reset the connection under the response it has not read yet.
+        n = min(n, _LINGER_MAX)
+        t0 = _ticks()
+        try:
+            while n > 0:
+                left = _LINGER_MS - _diff(_ticks(), t0)
+                if left <= 0:
+                    break
+                chunk = await asyncio.wait_for(reader.read(min(n, _READ * 2)), left / 1000)
+                if not chunk:
+                    break
+                n -= len(chunk)
+        except Exception:
+            pass
+
+    def _origin_ok(self, origin):
+        allowed = self.cfg["origins"]
+        return allowed == "*" or origin in allowed
+
+    def _auth_ok(self, headers):
+        token = self.cfg["token"]
+        if not token:
+            return True
+        got = headers.get("authorization", "")
+        if not got[:7].lower() == "bearer ":
+            return False
+        return _tokens_equal(got[7:].strip(), token)
+
+    async def _handle(self, reader, writer, addr):
+        cfg = self.cfg
+        try:
+            head, rest = await asyncio.wait_for(
+                self._read_head(reader), cfg["header_timeout_ms"] / 1000
+            )
+        except asyncio.TimeoutError:
+            await self._send(writer, 408, {"error": "request head not received in time"})
+            return
+        wait = self.limiter.take(addr, _ticks())
+        if wait:
+            raise HttpError(
+                429,
+                "rate limit: at most %d requests per second" % cfg["rate_per_s"],
+                {"Retry-After": str(wait)},
+            )
+        method, path, query, headers = parse_head(head)
+        cl = headers.get("content-length")
+        origin = headers.get("origin")
+        if origin is not None and not self._origin_ok(origin):
+            raise HttpError(403, "requests from Origin %r are not allowed" % origin[:80])
+        if not self._auth_ok(headers):
+            raise HttpError(
+                401,
+                "a valid bearer token is required",
+                {"WWW-Authenticate": 'Bearer realm="organbus"'},
+            )
+        handler = self.routes.get((method, path))
+        if handler is None:
+            methods = self.paths.get(path)
+            if methods:
+                raise HttpError(
+                    405,
+                    "%s %s is not served; use %s" % (method, path, ", ".join(methods)),
+                    {"Allow": ", ".join(methods)},
+                )
+            raise HttpError(404, "no route %s %s" % (method, path))
+        if "transfer-encoding" in headers:
+            raise HttpError(411, "send the body with a Content-Length, not Transfer-Encoding")
+        n = 0
+        if cl is not None:
+            try:
+                n = int(cl)
+            except ValueError:
+                n = -1
+            if n < 0 or not cl.isdigit():
+                raise HttpError(400, "invalid Content-Length %r" % cl[:20])
+        if n > cfg["max_body"]:
+            raise HttpError(413, "body of %d bytes is over the limit of %d" % (n, cfg["max_body"]))
+        req = Request(method, path, query, headers, addr)
+        if n:
+            try:
+                req.body = await asyncio.wait_for(
+                    self._read_body(reader, rest, n), cfg["body_timeout_ms"] / 1000
+                )
+            except asyncio.TimeoutError:
+                await self._send(writer, 408, {"error": "request body not received in time"})
+                return
+            try:
+                req.json = json.loads(req.body.decode())
+            except Exception as e:
+                await self._send(writer, 400, {"error": "body is not valid JSON: %s" % e})
+                return
+        try:
+            result = await handler(req)
+        except Exception as e:
+            self.errors += 1
+            _print_exc(e)
+            await self._send(writer, 500, {"error": "internal error: %r" % e})
+            return
+        status, payload = result[0], result[1]
+        extra = result[2] if len(result) > 2 else None
+        await self._send(writer, status, payload, extra)
+
+    async def _conn(self, reader, writer):
+        addr = client_address(writer.get_extra_info("peername"))
+        if (
+            self.active >= self.cfg["max_conns"]
+            or self.per_client.get(addr, 0) >= self.cfg["max_conns_per_client"]
+        ):
+            try:
+                await self._send(
+                    writer, 503, {"error": "too many connections, try again"}, {"Retry-After": "1"}
+                )
+                await self._linger(reader, self.cfg["max_head"])
+            except Exception:
+                pass
+            await _close(writer)
+            return
+        self.active += 1
+        self.per_client[addr] = self.per_client.get(addr, 0) + 1
+        try:
+            try:
+                await self._handle(reader, writer, addr)
+            except HttpError as e:
+                await self._send(writer, e.status, {"error": e.reason}, e.headers)
+                await self._linger(reader, self.cfg["max_body"] + self.cfg["max_head"])
+        except (EOFError, OSError, asyncio.TimeoutError):
+            pass  # the client went away or would not take the answer
+        except Exception as e:
+            self.errors += 1
+            _print_exc(e)
+        finally:
+            self.active -= 1
+            left = self.per_client.get(addr, 1) - 1
+            if left > 0:
+                self.per_client[addr] = left
+            else:
+                self.per_client.pop(addr, None)
+            await _close(writer)
+
+
+async def _close(writer):
+    try:
+        writer.close()
+        await writer.wait_closed()
+    except Exception:
+        pass
+
+
+def _print_exc(e):
+    if _MP:
+        sys.print_exception(e)
+    else:
+        import traceback
+
+        traceback.print_exception(type(e), e, e.__traceback__)
+
+
+async def serve(routes, host, port, config=None):
+    """Start serving `routes` ({(method, path): async handler}) on host:port; returns HttpServer.
+
+    A handler takes a Request and returns `(status, dict_list_str_bytes_or_None[, headers])`.
+    """
+    server = HttpServer(routes, config)
+    server.srv = await asyncio.start_server(server._conn, host, port)
+    server.port = port
+    socks = getattr(server.srv, "sockets", None)
+    if socks:
+        server.port = socks[0].getsockname()[1]
+    return server
