@@ -1,0 +1,104 @@
+# The menu of PROTOCOL.md section 8 and its plan_schema (JSON Schema 2020-12), built from live abilities.
+
+PROTOCOL = 3
+SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+_ID = {"type": "string", "minLength": 1, "maxLength": 15}
+
+
+def menu_capability(cap, module_id):
+    """One menu entry from a descriptor capability dict and the module_id that owns it."""
+    return {
+        "name": cap["name"],
+        "description": cap["description"],
+        "exec_type": cap["exec_type"],
+        "resource_group": cap["resource_group"],
+        "max_duration_ms": cap["max_duration_ms"],
+        "module_id": module_id,
+        "params": [
+            {
+                "name": p["name"],
+                "type": p["type"],
+                "min": p["min"],
+                "max": p["max"],
+                "unit": p["unit"],
+            }
+            for p in cap["params"]
+        ],
+    }
+
+
+def _param_schema(p):
+    t = p["type"]
+    if t == "string":
+        # bounds are UTF-8 bytes on the wire; JSON Schema counts characters (equal for ASCII)
+        return {"type": "string", "minLength": p["min"], "maxLength": p["max"]}
+    if t == "bool":
+        return {"type": "boolean"}
+    return {
+        "type": "integer" if t == "int" else "number",
+        "minimum": p["min"],
+        "maximum": p["max"],
+    }
+
+
+def _step_schema(cap):
+    names = [p["name"] for p in cap["params"]]
+    props = {}
+    for p in cap["params"]:
+        props[p["name"]] = _param_schema(p)
+    return {
+        "type": "object",
+        "description": cap["description"],
+        "properties": {
+            "task_id": _ID,
+            "action": {"type": "string", "enum": [cap["name"]]},
+            "params": {
+                "type": "object",
+                "properties": props,
+                "required": names,
+                "additionalProperties": False,
+            },
+            "priority": {"type": "integer", "minimum": 0, "maximum": 9},
+            "depends_on": {"type": "array", "items": _ID},
+        },
+        "required": ["task_id", "action", "params", "priority", "depends_on"],
+        "additionalProperties": False,
+    }
+
+
+def plan_schema(capabilities, max_steps=16):
+    """A JSON Schema (draft 2020-12) of a valid plan for exactly these menu capabilities.
+
+    Every object lists all its keys as required and forbids others, and each action is one
+    branch of `anyOf`, so OpenAI strict structured output and Ollama's `format` take it as is."""
+    steps = {"type": "array", "maxItems": max_steps}
+    if capabilities:
+        steps["items"] = {"anyOf": [_step_schema(c) for c in capabilities]}
+    else:
+        steps["maxItems"] = 0
+        steps["items"] = {"type": "object"}
+    return {
+        "$schema": SCHEMA_DIALECT,
+        "title": "organbus plan",
+        "type": "object",
+        "properties": {
+            "heard_req": {"type": "integer"},
+            "steps": steps,
+            "can_execute": {"type": "boolean"},
+            "missing": {"type": "array", "items": {"type": "string"}},
+            "response": {"type": "string"},
+        },
+        "required": ["heard_req", "steps", "can_execute", "missing", "response"],
+        "additionalProperties": False,
+    }
+
+
+def build_menu(capabilities, max_steps=16):
+    """Section 8 menu from menu capability dicts (each with `module_id`), in the order given."""
+    caps = [menu_capability(c, c["module_id"]) for c in capabilities]
+    return {
+        "protocol": PROTOCOL,
+        "max_steps": max_steps,
+        "capabilities": caps,
+        "plan_schema": plan_schema(caps, max_steps),
+    }

@@ -1,0 +1,1 @@
+# The organbus master: registry, scheduler, body facade and the links to the model.

@@ -1,0 +1,303 @@
+# Sans-IO scheduler: runs validated plans on the organs (PROTOCOL.md sections 5, 6 and 8).
+#
+# Steps start when every step they depend on finished well; among ready steps higher priority
+# first (then older plan, then plan order); one resource group never overlaps itself; one
+# COMMAND is outstanding per link, answered within RESP_TIMEOUT_MS or the step is `timeout`.
+# Times are ms ticks passed in; COMMAND frames leave through send(port, frame_bytes).
+from micropython import const
+
+import command
+import frame
+from frame import ticks_diff
+
+RESP_TIMEOUT_MS = const(1000)
+
+# step states; the final ones are the report's statuses
+PENDING = "pending"
+SENT = "sent"  # COMMAND on the wire, waiting for COMMAND_RESP
+RUNNING = "running"  # continuous, answered 0, waiting for EVENT or max_duration_ms
+DONE = "done"
+STARTED = "started"
+STOPPED = "stopped"
+REFUSED = "refused"
+TIMEOUT = "timeout"
+OFFLINE = "offline"
+SKIPPED = "skipped"
+GOOD = (DONE, STARTED)
+FINAL = (DONE, STARTED, STOPPED, REFUSED, TIMEOUT, OFFLINE, SKIPPED)
+
+
+class Step:
+    def __init__(self, run, i, st):
+        self.run = run
+        self.i = i
+        self.task_id = st["task_id"]
+        self.action = st["action"]
+        self.params = st["params"]
+        self.priority = st["priority"]
+        self.depends_on = st["depends_on"]
+        self.deps = []  # Steps this one waits for
+        self.status = PENDING
+        self.reason = None
+        self.port = None
+        self.cap = None
+        self.module_id = None
+        self.group = ""
+        self.t_sent = 0
+        self.t_resp = 0
+        self.answered = False
+        self.ms = None
+
+    def entry(self):
+        e = {"task_id": self.task_id, "action": self.action, "status": self.status}
+        if self.ms is not None:
+            e["ms"] = self.ms
+        if self.reason:
+            e["reason"] = self.reason
+        return e
+
+
+class Run:
+    """One accepted plan being executed."""
+
+    def __init__(self, seq, plan, notes, on_accept, on_done):
+        self.seq = seq
+        self.notes = list(notes)
+        self.on_accept = on_accept
+        self.on_done = on_done
+        self.steps = [Step(self, i, st) for i, st in enumerate(plan["steps"])]
+        by_id = {}
+        for s in self.steps:
+            by_id[s.task_id] = s
+        for s in self.steps:
+            s.deps = [by_id[d] for d in s.depends_on]
+        self.left = len(self.steps)
+
+    @property
+    def finished(self):
+        return self.left == 0
+
+    def report(self):
+        return {
+            "ok": all(s.status in GOOD for s in self.steps),
+            "steps": [s.entry() for s in self.steps],
+            "notes": list(self.notes),
+        }
+
+
+def command_frame(cap, params):
+    """The COMMAND frame for `cap` (descriptor form) with validated `params` (dict by name)."""
+    values = []
+    text = None
+    for p in cap["params"]:
+        v = params[p["name"]]
+        if p["type"] == "string":
+            text = v
+        elif p["type"] == "bool":
+            values.append(1.0 if v else 0.0)
+        else:
+            values.append(float(v))
+    return frame.encode(frame.COMMAND, command.encode_command(cap["name"], values, text))
+
+
+class Scheduler:
+    """owner(name) -> (port, capability, module_id) or None; send(port, frame_bytes)."""
+
+    def __init__(self, owner, send):
+        self.owner = owner
+        self.send = send
+        self.runs = []
+        self.outstanding = {}  # port -> Step awaiting COMMAND_RESP
+        self.groups = {}  # resource group -> Step holding it
+        self._seq = 0
+        self.stray_resps = 0
+        self.sent = 0
+
+    # -- inputs ----------------------------------------------------------------------------
+
+    def submit(self, plan, notes, now, on_accept=None, on_done=None):
+        """Start a validated plan; returns its Run (finished at once when it has no steps)."""
+        self._seq += 1
+        run = Run(self._seq, plan, notes, on_accept, on_done)
+        if run.finished:
+            if on_done:
+                on_done(run)
+            return run
+        self.runs.append(run)
+        self._dispatch(now)
+        return run
+
+    def on_resp(self, port, status, now):
+        s = self.outstanding.pop(port, None)
+        if s is None:
+            self.stray_resps += 1
+            return
+        s.ms = ticks_diff(now, s.t_sent)
+        s.answered = True
+        if s.run.on_accept:
+            s.run.on_accept(s.task_id, status)
+        if status != 0:
+            s.reason = "%s answered %d (bad payload, unknown name or hardware refused)" % (
+                s.module_id,
+                status,
+            )
+            self._finish(s, REFUSED, now)
+        elif self._continuous(s):
+            s.status = RUNNING
+            s.t_resp = now
+        else:
+            self._finish(s, DONE, now)
+        self._dispatch(now)
+
+    def on_event(self, port, name, status, now):
+        """EVENT done from `port`; returns True when it finished a running step."""
+        for run in self.runs:
+            for s in run.steps:
+                if s.status == RUNNING and s.port == port and s.action == name:
+                    s.ms = ticks_diff(now, s.t_sent)
+                    if status == 0:
+                        self._finish(s, DONE, now)
+                    else:
+                        s.reason = "EVENT status %d: stopped early or failed" % status
+                        self._finish(s, STOPPED, now)
+                    self._dispatch(now)
+                    return True
+        return False
+
+    def on_offline(self, port, now):
+        """The organ on `port` went offline: its steps in flight and its waiting steps fail."""
+        self.outstanding.pop(port, None)
+        for run in list(self.runs):
+            for s in run.steps:
+                if s.status in (SENT, RUNNING) and s.port == port:
+                    s.reason = "%s went offline" % s.module_id
+                    self._finish(s, OFFLINE, now)
+                elif s.status == PENDING and self.owner(s.action) is None:
+                    s.reason = "no online organ offers %s" % s.action
+                    self._finish(s, OFFLINE, now)
+        self._dispatch(now)
+
+    def poll(self, now):
+        """Timeouts and max_duration_ms releases; call every few tens of ms."""
+        changed = False
+        for run in list(self.runs):
+            for s in run.steps:
+                if s.status == SENT and ticks_diff(now, s.t_sent) >= RESP_TIMEOUT_MS:
+                    if self.outstanding.get(s.port) is s:
+                        del self.outstanding[s.port]
+                    s.ms = ticks_diff(now, s.t_sent)
+                    s.reason = "no COMMAND_RESP from %s within %d ms" % (
+                        s.module_id,
+                        RESP_TIMEOUT_MS,
+                    )
+                    self._finish(s, TIMEOUT, now)
+                    changed = True
+                elif s.status == RUNNING and ticks_diff(now, s.t_resp) >= s.cap["max_duration_ms"]:
+                    s.ms = ticks_diff(now, s.t_sent)
+                    run.notes.append(
+                        "steps[%d] (%s): no EVENT within max_duration_ms %d; counted as finished"
+                        % (s.i, s.task_id, s.cap["max_duration_ms"])
+                    )
+                    self._finish(s, STARTED, now)
+                    changed = True
+        if changed:
+            self._dispatch(now)
+
+    def next_due(self, now):
+        """ms until the next timeout or release (None when nothing is in flight)."""
+        best = None
+        for run in self.runs:
+            for s in run.steps:
+                if s.status == SENT:
+                    d = RESP_TIMEOUT_MS - ticks_diff(now, s.t_sent)
+                elif s.status == RUNNING:
+                    d = s.cap["max_duration_ms"] - ticks_diff(now, s.t_resp)
+                else:
+                    continue
+                if best is None or d < best:
+                    best = d
+        return None if best is None else max(0, best)
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _continuous(self, s):
+        # continuous (and periodic / event-driven abilities with a duration) hold their group
+        return s.cap["exec_type"] != "immediate" and s.cap["max_duration_ms"] > 0
+
+    def _release(self, s):
+        if s.group and self.groups.get(s.group) is s:
+            del self.groups[s.group]
+
+    def _finish(self, s, status, now):
+        s.status = status
+        self._release(s)
+        run = s.run
+        run.left -= 1
+        if not s.answered and run.on_accept:
+            run.on_accept(s.task_id, status)
+        if status not in GOOD:
+            for t in run.steps:
+                if t.status == PENDING and s in t.deps:
+                    t.reason = "depends on %s which %s" % (
+                        s.task_id,
+                        "was skipped" if status == SKIPPED else "failed",
+                    )
+                    self._finish(t, SKIPPED, now)
+        if run.left == 0 and run in self.runs:
+            self.runs.remove(run)
+            if run.on_done:
+                run.on_done(run)
+
+    def _ready(self):
+        out = []
+        for run in self.runs:
+            for s in run.steps:
+                if s.status == PENDING and all(d.status in GOOD for d in s.deps):
+                    out.append(s)
+        out.sort(key=lambda s: (-s.priority, s.run.seq, s.i))
+        return out
+
+    def _dispatch(self, now):
+        for s in self._ready():
+            if s.status != PENDING:
+                continue
+            own = self.owner(s.action)
+            if own is None:
+                s.reason = "no online organ offers %s" % s.action
+                self._finish(s, OFFLINE, now)
+                continue
+            port, cap, module_id = own
+            group = cap["resource_group"]
+            if port in self.outstanding or (group and group in self.groups):
+                continue
+            names = [p["name"] for p in cap["params"]]
+            if sorted(names) != sorted(s.params):
+                s.reason = "%s changed its params since the plan was checked" % module_id
+                self._finish(s, REFUSED, now)
+                continue
+            s.port = port
+            s.cap = cap
+            s.module_id = module_id
+            s.group = group
+            f = command_frame(cap, s.params)
+            s.status = SENT
+            s.t_sent = now
+            self.outstanding[port] = s
+            if group:
+                self.groups[group] = s
+            self.sent += 1
+            self.send(port, f)
+
+    def busy_groups(self):
+        return list(self.groups)
+
+    def queued(self, group):
+        """Steps waiting for `group` (pending steps whose owner is in that group)."""
+        n = 0
+        for run in self.runs:
+            for s in run.steps:
+                if s.status == PENDING:
+                    own = self.owner(s.action)
+                    if own and own[1]["resource_group"] == group:
+                        n += 1
+        return n
