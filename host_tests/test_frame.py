@@ -412,3 +412,21 @@ def test_ticks_wrap():
     s.dec.feed(b"\xaa\x03\x10\x01\x2c" + HB, start)
     s.dec.idle(later)
     assert s.got == [(3, b"")], "idle across the tick wrap gave %r" % s.got
+
+
+def test_idle_abandons_every_stale_candidate():
+    # two nested corrupt headers: once the line is quiet, neither may hold the heartbeat back
+    s = Sink()
+    s.dec.feed(b"\xaa\x03\x10\x01\x2c\xaa\x03\x10\x00\x40" + HB, 0)
+    s.dec.idle(50)
+    assert s.got == [(3, b"")], "idle must abandon every stale candidate, got %r" % s.got
+    _check_counts(s.dec, "nested idle", abandoned=2, junk=10, frames=1)
+    assert s.dec.pending() == 0, "nothing stays pending after a quiet line"
+
+
+def test_feed_after_gap_abandons_every_stale_candidate():
+    s = Sink()
+    s.dec.feed(b"\xaa\x03\x10\x01\x2c\xaa\x03\x10\x00\x40", 0)
+    s.dec.feed(HB, 60)
+    assert s.got == [(3, b"")], "bytes after a quiet gap start clean, got %r" % s.got
+    _check_counts(s.dec, "nested gap", abandoned=2, junk=10, frames=1)

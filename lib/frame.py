@@ -161,7 +161,7 @@ class Decoder:
         if n == 0:
             return
         if self._fill and ticks_diff(now, self._last) >= IDLE_MS:
-            self._abandon()
+            self.flush()  # every byte held arrived before the quiet gap
         self._last = now
         self.bytes += n
         buf = self._buf
@@ -188,9 +188,12 @@ class Decoder:
                 self._process()
 
     def idle(self, now):
-        """The reader saw no byte: abandon an incomplete candidate once the line was quiet 50 ms."""
+        """The reader saw no byte: once the line was quiet 50 ms, abandon what is incomplete.
+
+        A candidate found by the rescan is as stale as the one abandoned, so the rule repeats
+        until nothing is pending (frames hidden behind come out on the way)."""
         if self._fill and ticks_diff(now, self._last) >= IDLE_MS:
-            self._abandon()
+            self.flush()
 
     def flush(self):
         """End of input: whatever is incomplete is abandoned (frames behind it still come out)."""
