@@ -1,0 +1,109 @@
+# Entry point of the ESP32-C6 master (also run on the unix port by `tools/sim.py board master`).
+import json
+import sys
+
+import machine
+
+sys.path.append("/lib")
+
+try:
+    import asyncio
+except ImportError:  # pragma: no cover
+    import uasyncio as asyncio
+
+from master import app
+
+
+def _here(name):
+    f = globals().get("__file__") or ""
+    d = f.rsplit("/", 1)[0] if "/" in f else "."
+    return d + "/" + name
+
+
+def _load(path, default=None):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return default
+
+
+def _ports(board, sim):
+    """(organ ports, mode, note): two ports only on the firmware with the UART REPL off."""
+    if sim is not None:
+        import os
+
+        two = bool(os.getenv("ORGANBUS_SIM_UART0"))
+    else:
+        two = getattr(sys.implementation, "_build", "") in board.get("two_port_builds", ())
+    if two:
+        return [0, 1], "two-port", None
+    note = (
+        "one-port mode: stock firmware mirrors the REPL on UART0, so only UART(1) is an organ "
+        "port; flash the two-UART build to use UART(0) too"
+    )
+    return [1], "one-port", note
+
+
+def _uarts(board, ports):
+    out = {}
+    for n in ports:
+        u = board["uarts"][str(n)]
+        out[n] = machine.UART(
+            n,
+            baudrate=u.get("baudrate", 115200),
+            tx=u["tx"],
+            rx=u["rx"],
+            rxbuf=u.get("rxbuf", 1024),
+            timeout=0,
+        )
+    return out
+
+
+def _wifi(config):
+    # Station mode from /config.json (never committed); the body runs whether or not it connects.
+    w = config.get("wifi") or {}
+    if not w.get("ssid"):
+        return
+    try:
+        import network
+
+        sta = network.WLAN(network.STA_IF)
+        sta.active(True)
+        sta.connect(w["ssid"], w.get("password", ""))
+    except Exception as e:
+        print(json.dumps({"event": "wifi", "error": str(e)}))
+
+
+def main():
+    board = _load(_here("board.json")) or _load("/board.json", {})
+    settings = board.get("settings", {})
+    sim = getattr(machine, "SIM", None)
+    config = _load(settings.get("config", "/config.json"), {}) or {}
+    ports, mode, note = _ports(board, sim)
+    uarts = _uarts(board, ports)
+    if sim is not None:
+        http = None
+        if sim.get("http"):
+            host, _, port = sim["http"].rpartition(":")
+            http = (host, int(port))
+        console = "link" if sim.get("console") == "link" else None
+    else:
+        _wifi(config)
+        http = ("0.0.0.0", config.get("http_port", settings.get("http_port", 80)))
+        console = config.get("console", "repl")
+    asyncio.run(
+        app.run(
+            uarts,
+            mode,
+            note,
+            http,
+            config.get("http", {}),
+            console,
+            settings.get("max_steps", 16),
+            globals(),
+        )
+    )
+
+
+main()
