@@ -75,7 +75,7 @@ class HttpError(Exception):
     """A refusal before the handler: status, reason, extra headers."""
 
     def __init__(self, status, reason, headers=None):
-        Exception.__init__(self, reason)
+        super().__init__(reason)
         self.status = status
         self.reason = reason
         self.headers = headers

@@ -1,0 +1,69 @@
+# Body Protocol v1 over HTTP (POST /status /speak /look /express) against the fake body: honest answers only.
+import time
+
+import pytest
+
+from test_httpd import request
+from test_httpd_fakebody import FakeBody, ServerThread
+
+
+@pytest.fixture
+def server():
+    s = ServerThread(body=FakeBody(play_ms=800))
+    yield s
+    s.stop()
+
+
+def test_status_follows_the_speaker(server):
+    code, _, out = request(server.port, "POST", "/status", {})
+    assert (code, out) == (200, {"online": True}), (code, out)
+    server.body.online = ["LED_001"]
+    code, _, out = request(server.port, "POST", "/status", {})
+    assert (code, out) == (200, {"online": False}), "no speaker, not online: %r" % out
+    code, _, out = request(server.port, "POST", "/status")
+    assert (code, out) == (200, {"online": False}), "an empty body is taken as {}"
+
+
+def test_speak_answers_once_accepted_not_after_playing(server):
+    t0 = time.monotonic()
+    code, _, out = request(server.port, "POST", "/speak", {"text": "Light is on."})
+    took = time.monotonic() - t0
+    assert (code, out) == (200, {}), (code, out)
+    assert took < 0.7, "answered on accept, before the 800 ms of speech ended (%.2f s)" % took
+    assert server.body.commands == [("speak", {"text": "Light is on."})], server.body.commands
+
+
+def test_speak_without_speaker_is_503_and_sends_nothing(server):
+    server.body.online = ["LED_001"]
+    code, _, out = request(server.port, "POST", "/speak", {"text": "hello"})
+    assert code == 503 and "speaker" in out["error"], (code, out)
+    assert server.body.commands == [], server.body.commands
+
+
+@pytest.mark.parametrize("outcome,want", [("refused", 502), ("timeout", 504), ("offline", 503)])
+def test_speak_failure_is_not_a_fake_200(server, outcome, want):
+    server.body.script = {"speak": outcome}
+    code, _, out = request(server.port, "POST", "/speak", {"text": "hello"})
+    assert code == want and "speak failed" in out["error"], (code, out)
+
+
+def test_speak_bad_requests(server):
+    for body in ({}, {"text": ""}, {"text": 5}, [1], {"words": "hi"}):
+        code, _, out = request(server.port, "POST", "/speak", body)
+        assert code == 400 and "text" in out["error"], (body, code, out)
+    assert server.body.commands == []
+
+
+def test_look_says_there_is_no_camera(server):
+    code, _, out = request(server.port, "POST", "/look", {"question": "what is in front of you?"})
+    assert code == 200 and "no camera" in out["text"] and set(out) == {"text"}, (code, out)
+
+
+def test_express_without_an_ability_is_honest_501(server):
+    for emotion in ("happy", "sad", "neutral"):
+        code, _, out = request(server.port, "POST", "/express", {"emotion": emotion})
+        assert code == 501 and emotion in out["error"], (code, out)
+        assert out["abilities"] == ["led_on", "led_off", "led_blink", "speak", "chime"], out
+    code, _, out = request(server.port, "POST", "/express", {})
+    assert code == 400, (code, out)
+    assert server.body.commands == [], "nothing was faked onto another ability"

@@ -1,0 +1,54 @@
+# httpd pieces without sockets (head parsing, rate limiter, response bytes), on CPython and the unix port.
+from master import httpd
+
+UNIX_PORT = True
+
+
+def test_parse_head_good_and_bad():
+    m, p, q, h = httpd.parse_head(b"POST /plan?x=1 HTTP/1.1\r\nHost: a\r\nContent-Length: 5")
+    assert (m, p, q) == ("POST", "/plan", "x=1"), (m, p, q)
+    assert h == {"host": "a", "content-length": "5"}, h
+    _, _, _, h = httpd.parse_head(b"GET / HTTP/1.0\r\nX-A: 1\r\nx-a: 2")
+    assert h["x-a"] == "1, 2", h
+    for bad, status in (
+        (b"GET", 400),
+        (b"GET nothing HTTP/1.1", 400),
+        (b"GET / HTTP/2", 400),
+        (b"GET / HTTP/1.1\r\nbad line", 400),
+        (b"GET / HTTP/1.1\r\nA B: c", 400),
+        (b"GET / HTTP/1.1\r\nHost: a\r\nHost: b", 400),
+        (b"GET / HTTP/1.1" + b"\r\nA: b" * 33, 431),
+    ):
+        try:
+            httpd.parse_head(bad)
+            assert False, "accepted %r" % bad
+        except httpd.HttpError as e:
+            assert e.status == status and e.reason, (bad, e.status, e.reason)
+
+
+def test_rate_limiter_bucket_and_retry_after():
+    r = httpd.RateLimiter(2, 3)
+    got = [r.take("a", 0) for _ in range(4)]
+    assert got == [0, 0, 0, 1], got
+    assert r.take("b", 0) == 0, "another client has its own bucket"
+    assert r.take("a", 499) == 1 and r.take("a", 500) == 0, "one token per 500 ms at 2/s"
+    r = httpd.RateLimiter(1, 1, clients=2)
+    r.take("a", 0)
+    r.take("b", 10)
+    r.take("c", 20)
+    assert sorted(r.buckets) == ["b", "c"], "the oldest client is forgotten: %r" % r.buckets
+
+
+def test_encode_response_and_client_address():
+    raw = httpd.encode_response(429, {"error": "slow down"}, {"Retry-After": "2"})
+    head, body = raw.split(b"\r\n\r\n", 1)
+    assert head.startswith(b"HTTP/1.1 429 Too Many Requests\r\n"), head
+    assert b"Retry-After: 2" in head and b"Connection: close" in head, head
+    assert b"Content-Length: %d" % len(body) in head and b"application/json" in head, head
+    raw = httpd.encode_response(202)
+    assert raw.endswith(b"Content-Length: 0\r\nConnection: close\r\n\r\n"), raw
+    assert httpd.client_address(("10.0.0.5", 4242)) == "10.0.0.5"
+    sockaddr = bytearray(b"\x02\x00\xe1\x90\x7f\x00\x00\x01" + bytes(8))
+    assert httpd.client_address(sockaddr) == "127.0.0.1"
+    assert httpd._tokens_equal("abc", "abc") and not httpd._tokens_equal("abc", "abd")
+    assert not httpd._tokens_equal("abc", "ab")
