@@ -1,0 +1,54 @@
+# LED organ board entry point: reads board.json, builds the UART and the light, runs the LED organ.
+import json
+
+import machine
+
+from organs import runtime
+from organs.led import LedOrgan, Light
+
+
+def board_config():
+    """board.json next to this file (the board's root: /board.json), else /board.json."""
+    try:
+        here = __file__.rsplit("/", 1)[0] + "/" if "/" in __file__ else ""
+    except NameError:
+        here = "/"
+    for path in (here + "board.json", "/board.json"):
+        try:
+            with open(path) as f:
+                return json.load(f)
+        except OSError:
+            pass
+    raise OSError("board.json not found next to main.py nor at /board.json")
+
+
+def make_uart(cfg):
+    uid, u = sorted(cfg["uarts"].items())[0]
+    return machine.UART(
+        int(uid),
+        baudrate=u.get("baudrate", 115200),
+        tx=u["tx"],
+        rx=u["rx"],
+        rxbuf=u.get("rxbuf", 1024),
+        timeout=0,
+    )
+
+
+def make_light(cfg):
+    s = cfg.get("settings", {})
+    pin = machine.Pin(cfg["pins"]["led"], machine.Pin.OUT)
+    if s.get("led_kind", "gpio") == "ws2812":
+        import neopixel
+
+        pixels = neopixel.NeoPixel(pin, s.get("ws2812_count", 1))
+        return Light(pixels=pixels, color=s.get("ws2812_color", (32, 32, 32)))
+    return Light(pin=pin, active_low=s.get("active_low", False))
+
+
+def main():
+    cfg = board_config()
+    organ = LedOrgan(make_light(cfg), module_id=cfg.get("settings", {}).get("module_id", "LED_001"))
+    runtime.run(organ.organ, make_uart(cfg), poll_ms=cfg.get("settings", {}).get("poll_ms", 0))
+
+
+main()

@@ -1,0 +1,86 @@
+# Speaker organ board entry point: reads board.json, builds the UART and the I2S amplifier, runs the organ.
+import json
+
+import machine
+
+from organs import runtime
+from organs.audio import AudioOut
+from organs.speaker import SpeakerOrgan
+
+
+def board_config():
+    """board.json next to this file (the board's root: /board.json), else /board.json."""
+    try:
+        here = __file__.rsplit("/", 1)[0] + "/" if "/" in __file__ else ""
+    except NameError:
+        here = "/"
+    for path in (here + "board.json", "/board.json"):
+        try:
+            with open(path) as f:
+                return json.load(f)
+        except OSError:
+            pass
+    raise OSError("board.json not found next to main.py nor at /board.json")
+
+
+def make_uart(cfg):
+    uid, u = sorted(cfg["uarts"].items())[0]
+    return machine.UART(
+        int(uid),
+        baudrate=u.get("baudrate", 115200),
+        tx=u["tx"],
+        rx=u["rx"],
+        rxbuf=u.get("rxbuf", 1024),
+        timeout=0,
+    )
+
+
+def make_audio(cfg):
+    pins, s = cfg["pins"], cfg.get("settings", {})
+    i2s = machine.I2S(
+        s.get("i2s_id", 0),
+        sck=machine.Pin(pins["i2s_bclk"]),
+        ws=machine.Pin(pins["i2s_lrc"]),
+        sd=machine.Pin(pins["i2s_din"]),
+        mode=machine.I2S.TX,
+        bits=16,
+        format=machine.I2S.MONO,
+        rate=s.get("rate", 11025),
+        ibuf=s.get("ibuf", 8192),
+    )
+    mute = None
+    if pins.get("amp_sd") is not None:
+        # MAX98357 SD: high plays, low shuts the amplifier down (silent between jobs).
+        sd = machine.Pin(pins["amp_sd"], machine.Pin.OUT, value=0)
+
+        def mute(on):
+            sd.value(0 if on else 1)
+
+    return AudioOut(i2s, block=s.get("block", 1024), mute=mute)
+
+
+def load_voice():
+    """organs.voice when it is installed (speak and announce are offered only then)."""
+    try:
+        import organs.voice as voice
+
+        return voice
+    except ImportError as e:
+        print('{"event": "voice", "installed": false, "reason": %s}' % json.dumps(str(e)))
+        return None
+
+
+def main():
+    cfg = board_config()
+    s = cfg.get("settings", {})
+    audio = make_audio(cfg)
+    organ = SpeakerOrgan(
+        audio,
+        rate=s.get("rate", 11025),
+        voice=load_voice(),
+        module_id=s.get("module_id", "SPK_001"),
+    )
+    runtime.run(organ.organ, make_uart(cfg), tasks=(audio.run(),), poll_ms=s.get("poll_ms", 0))
+
+
+main()

@@ -1,0 +1,1 @@
+# Organ boards: the shared runtime (lifecycle, dispatch, UART edge), the LED organ and the speaker organ.

@@ -1,0 +1,453 @@
+# Organ runtime: section-7 lifecycle and COMMAND dispatch (sans-IO), and its asyncio edge on one UART.
+import json
+
+from micropython import const
+
+import frame
+from command import CommandError, clamp_text, clamp_value, decode_command, encode_event, name_is
+from descriptor import DescriptorError, encode_descriptor, validate_descriptor
+
+try:
+    from time import ticks_add, ticks_diff, ticks_ms
+except ImportError:  # CPython host: ticks are plain ints
+    import time
+
+    def ticks_ms():
+        return int(time.monotonic() * 1000)
+
+    def ticks_add(a, d):
+        return a + d
+
+    def ticks_diff(a, b):
+        return a - b
+
+
+BOOT_WAIT_MS = const(1000)
+ANNOUNCE_MS = const(2000)
+HEARTBEAT_MS = const(1000)
+REDESCRIBE_MS = const(5000)
+_IDLE_MS = const(50)  # frame.IDLE_MS: an incomplete candidate is abandoned after this quiet time
+
+# Lifecycle states.
+STOPPED = const(0)  # not started, or refused its own descriptor
+ANNOUNCING = const(1)  # DESCRIPTOR every 2 s (the first 1 s after boot) until ACK or COMMAND
+REGISTERED = const(2)  # HEARTBEAT every 1 s, DESCRIPTOR every 5 s
+
+_OUT_SLOTS = const(16)
+_CLOCK_MS = const(10)  # longest sleep of the timer task (new deadlines appear on commands)
+_EMPTY = ()
+
+
+class OrganError(ValueError):
+    pass
+
+
+def _line(event, **kw):
+    # One JSON object per line, "event" first (dict order is not kept on MicroPython).
+    s = '{"event": ' + json.dumps(event)
+    for k in sorted(kw):
+        s += ", %s: %s" % (json.dumps(k), json.dumps(kw[k]))
+    return s + "}"
+
+
+def _advance(deadline, period, now):
+    # Keep the cadence exact; after a stall, re-anchor instead of sending a burst.
+    nxt = ticks_add(deadline, period)
+    if ticks_diff(nxt, now) <= 0:
+        nxt = ticks_add(now, period)
+    return nxt
+
+
+class Organ:
+    """One organ's protocol side: feed it bytes and times, take prebuilt frames out.
+
+    descriptor: the section-4 dict this organ declares (validated at start);
+    handlers: {capability name: handler(values, text, now) -> 0 or 1}, where `values` is a
+    reused list of the clamped numbers in descriptor order and `text` the truncated str or None;
+    tick: optional tick(now) -> ms until it needs the next call, or -1 (continuous abilities);
+    log: called with each lifecycle event line (a JSON object as str).
+
+    A continuous ability answers 0 when it starts and later calls finish(name, status).
+    Every outgoing frame is a bytes object built once at start, queued by reference, so the
+    steady state (heartbeats, ACKs, command round trips without params) allocates nothing.
+    """
+
+    def __init__(self, descriptor, handlers, tick=None, log=print):
+        self.descriptor = descriptor
+        self.state = STOPPED
+        self.refusal = None
+        self.dropped = 0  # frames lost because the output queue was full
+        self.ignored = 0  # legal frames of a type an organ does not take (DESCRIPTOR, EVENT, ...)
+        self.commands = 0
+        self.refused = 0
+        self._log = log
+        self._tick = tick
+        self._out = [None] * _OUT_SLOTS
+        self._out_head = 0
+        self._out_n = 0
+        self._next_desc = 0
+        self._next_hb = 0
+        self._decoder = frame.Decoder(self._on_frame)
+        self._now = 0
+        try:
+            self._build(descriptor, handlers)
+        except (DescriptorError, OrganError, KeyError, TypeError, ValueError) as e:
+            self.refusal = "%s: %s" % (type(e).__name__, e)
+
+    def _build(self, d, handlers):
+        validate_descriptor(d)
+        caps = d["capabilities"]
+        names = [c["name"] for c in caps]
+        for name in names:
+            if name not in handlers:
+                raise OrganError("capability %r is declared but has no handler" % name)
+        for name in handlers:
+            if name not in names:
+                raise OrganError("handler %r is not declared in the descriptor" % name)
+        payload = encode_descriptor(d)
+        if len(payload) > frame.MAX_LEN:
+            raise OrganError("descriptor of %d bytes exceeds LEN 512" % len(payload))
+        self.descriptor_frame = frame.encode(frame.DESCRIPTOR, payload)
+        self._names = names
+        self._name_bytes = [n.encode("utf-8") for n in names]
+        self._caps = caps
+        self._handlers = [handlers[n] for n in names]
+        self._nums = [[p for p in c["params"] if p["type"] != "string"] for c in caps]
+        self._texts = [
+            (c["params"][-1] if c["params"] and c["params"][-1]["type"] == "string" else None)
+            for c in caps
+        ]
+        self._values = [[0] * len(p) for p in self._nums]
+        self._fixed = [1 + len(b) for b in self._name_bytes]
+        self._events = []
+        self._lines = []
+        for c in caps:
+            name = c["name"]
+            if c["exec_type"] == "immediate":
+                self._events.append(None)
+            else:
+                self._events.append(
+                    (
+                        frame.encode(frame.EVENT, encode_event(name, 0)),
+                        frame.encode(frame.EVENT, encode_event(name, 1)),
+                    )
+                )
+            self._lines.append(
+                (
+                    _line("command", name=name, status=0),
+                    _line("command", name=name, status=1),
+                    _line("done", name=name, status=0),
+                    _line("done", name=name, status=1),
+                )
+            )
+        self._ack_line = _line("ack")
+        self._discover_line = _line("discover")
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self, now):
+        """Boot at `now` (ms ticks). False, with a `refused` event, when the contract is invalid."""
+        if self.refusal is not None:
+            self._log(_line("refused", reason=self.refusal))
+            return False
+        self._log(_line("boot", module_id=self.descriptor["module_id"]))
+        self.state = ANNOUNCING
+        self._now = now
+        self._next_desc = ticks_add(now, BOOT_WAIT_MS)
+        return True
+
+    def _register(self, now):
+        self.state = REGISTERED
+        self._next_hb = ticks_add(now, HEARTBEAT_MS)
+        self._next_desc = ticks_add(now, REDESCRIBE_MS)
+
+    def poll(self, now):
+        """Timers: cadence, decoder idle, ability ticks. Returns ms until it wants the next poll."""
+        if self.state == STOPPED:
+            return REDESCRIBE_MS
+        self._now = now
+        self._decoder.idle(now)
+        registered = self.state == REGISTERED
+        if registered and ticks_diff(now, self._next_hb) >= 0:
+            self._queue(frame.HEARTBEAT_FRAME)
+            self._next_hb = _advance(self._next_hb, HEARTBEAT_MS, now)
+        if ticks_diff(now, self._next_desc) >= 0:
+            self._queue(self.descriptor_frame)
+            period = REDESCRIBE_MS if registered else ANNOUNCE_MS
+            self._next_desc = _advance(self._next_desc, period, now)
+        wait = ticks_diff(self._next_desc, now)
+        if registered:
+            hb = ticks_diff(self._next_hb, now)
+            if hb < wait:
+                wait = hb
+        if self._tick is not None:
+            t = self._tick(now)
+            if 0 <= t < wait:
+                wait = t
+        if self._decoder.pending() and wait > _IDLE_MS:
+            wait = _IDLE_MS
+        return wait
+
+    # -- input -------------------------------------------------------------------------------
+
+    def feed(self, data, now, n=-1):
+        """Bytes from the link (data[:n]), arrived at `now`."""
+        if self.state == STOPPED:
+            return
+        self._now = now
+        self._decoder.feed(data, now, n)
+
+    def counters(self):
+        c = self._decoder.counters()
+        c["dropped"] = self.dropped
+        c["ignored"] = self.ignored
+        c["commands"] = self.commands
+        c["refused"] = self.refused
+        return c
+
+    def _on_frame(self, ftype, payload, n):
+        now = self._now
+        if ftype == frame.COMMAND:
+            if self.state != REGISTERED:
+                self._register(now)  # a master that commands us knows us: stop announcing
+            self._command(payload, n, now)
+        elif ftype == frame.ACK:
+            if self.state != REGISTERED:
+                self._register(now)
+                self._log(self._ack_line)
+        elif ftype == frame.DISCOVER:
+            self._queue(self.descriptor_frame)
+            self.state = ANNOUNCING
+            self._next_desc = ticks_add(now, ANNOUNCE_MS)
+            self._log(self._discover_line)
+        else:
+            self.ignored += 1
+
+    # -- dispatch ----------------------------------------------------------------------------
+
+    def _find(self, payload, n):
+        nb = self._name_bytes
+        for i in range(len(nb)):
+            if name_is(payload, n, nb[i]):
+                return i
+        return -1
+
+    def _command(self, payload, n, now):
+        self.commands += 1
+        ci = self._find(payload, n)
+        if ci < 0:
+            return self._refuse(payload, n, "unknown capability name")
+        # The name matched: the rest must be exactly this capability's params.
+        if not self._nums[ci] and self._texts[ci] is None:
+            if n != self._fixed[ci]:
+                return self._refuse(
+                    payload, n, "payload of %d bytes, expected %d" % (n, self._fixed[ci])
+                )
+            values = _EMPTY
+            text = None
+        else:
+            try:
+                values, text = self._decode(ci, payload, n)
+            except CommandError as e:
+                return self._refuse(payload, n, str(e))
+        try:
+            status = self._handlers[ci](values, text, now)
+        except Exception as e:  # hardware refused: the answer is 1, and the log says why
+            return self._refuse(payload, n, "%s: %s" % (type(e).__name__, e))
+        if status:
+            self.refused += 1
+            self._queue(frame.RESP_FAIL_FRAME)
+            self._log(self._lines[ci][1])
+        else:
+            self._queue(frame.RESP_OK_FRAME)
+            self._log(self._lines[ci][0])
+
+    def _decode(self, ci, payload, n):
+        raw, text = decode_command(payload, n, self._caps[ci])
+        values = self._values[ci]
+        nums = self._nums[ci]
+        for i in range(len(nums)):
+            values[i] = clamp_value(nums[i], raw[i])
+        tp = self._texts[ci]
+        if tp is not None:
+            text = clamp_text(tp, text)
+            k = len(text.encode("utf-8"))
+            if k < tp["min"]:
+                raise CommandError("text: %d bytes, at least %d required" % (k, tp["min"]))
+        return values, text
+
+    def _refuse(self, payload, n, reason):
+        self.refused += 1
+        self._queue(frame.RESP_FAIL_FRAME)
+        try:
+            name = str(bytes(payload[1 : 1 + min(payload[0], n - 1)]), "utf-8") if n else ""
+        except Exception:
+            name = repr(bytes(payload[1 : 1 + min(payload[0], n - 1)]))
+        self._log(_line("command", name=name, reason=reason, status=1))
+
+    def finish(self, name, status):
+        """A continuous ability ended: EVENT done with status 0 (completed) or 1 (stopped/failed)."""
+        ci = self._names.index(name)
+        ev = self._events[ci]
+        if ev is None:
+            raise OrganError("%r is immediate: it sends no EVENT" % name)
+        status = 1 if status else 0
+        self._queue(ev[status])
+        self._log(self._lines[ci][2 + status])
+
+    # -- output ------------------------------------------------------------------------------
+
+    def _queue(self, f):
+        if self._out_n >= _OUT_SLOTS:
+            self.dropped += 1
+            return
+        i = self._out_head + self._out_n
+        if i >= _OUT_SLOTS:
+            i -= _OUT_SLOTS
+        self._out[i] = f
+        self._out_n += 1
+
+    def pending(self):
+        """How many frames wait to be written."""
+        return self._out_n
+
+    def pop(self):
+        """The next frame to write (a bytes object), or None."""
+        if not self._out_n:
+            return None
+        f = self._out[self._out_head]
+        self._out[self._out_head] = None
+        self._out_head += 1
+        if self._out_head >= _OUT_SLOTS:
+            self._out_head = 0
+        self._out_n -= 1
+        return f
+
+
+# -- asyncio edge ------------------------------------------------------------------------------
+
+try:
+    import asyncio
+
+    _sleep_ms = asyncio.sleep_ms  # MicroPython: a singleton generator, no allocation
+except AttributeError:  # CPython
+
+    def _sleep_ms(ms):
+        return asyncio.sleep(ms / 1000)
+
+
+class Link:
+    """The organ on one UART: one reader task and one writer task (and, waiting on IO, a clock).
+
+    poll_ms = 0 (default): the reader sleeps in asyncio's IO wait until bytes arrive and wakes
+    the writer through an Event; a clock task keeps the timers (at most _CLOCK_MS apart). No
+    idle polling and no added latency; asyncio's IO and Event waits allocate a little on each
+    wake (its poller registration and the wait's generator), our own steps allocate nothing.
+    poll_ms > 0: both tasks poll the UART (timeout=0) and sleep with asyncio.sleep_ms, a
+    singleton generator: nothing at all is allocated in steady state (proved under heap_lock).
+    Either way the writer alone writes, taking the organ's prebuilt frames in order.
+    """
+
+    def __init__(self, organ, uart, rxbuf=256, poll_ms=0, clock=ticks_ms):
+        self.organ = organ
+        self.uart = uart
+        self.poll_ms = poll_ms
+        self.clock = clock
+        self._rx = bytearray(rxbuf)
+        self._partial = None  # (frame, offset) when the UART took only part of a frame
+        self._wake = None if poll_ms else asyncio.Event()
+        self.written = 0
+
+    def read_once(self, now, n=-1):
+        """One reader step: takes what the UART holds (or n bytes already in the buffer)."""
+        if n < 0:
+            n = self.uart.readinto(self._rx)
+        if not n:
+            return 0
+        self.organ.feed(self._rx, now, n)
+        return n
+
+    def write_once(self, now):
+        """One writer step: timers, then every queued frame. Returns ms until the next timer."""
+        wait = self.organ.poll(now)
+        self.flush()
+        return wait
+
+    def flush(self):
+        uart = self.uart
+        while True:
+            if self._partial is not None:
+                f, off = self._partial
+                w = uart.write(memoryview(f)[off:])
+                off += w or 0
+                if off < len(f):
+                    self._partial = (f, off)
+                    return
+                self._partial = None
+                self.written += 1
+            f = self.organ.pop()
+            if f is None:
+                return
+            w = uart.write(f)
+            if w is not None and w == len(f):
+                self.written += 1
+            else:
+                self._partial = (f, w or 0)
+
+    async def reader(self):
+        clock = self.clock
+        if self.poll_ms:
+            while True:
+                n = self.read_once(clock())
+                await _sleep_ms(0 if n else self.poll_ms)
+        sr = asyncio.StreamReader(self.uart)
+        rx = self._rx
+        while True:
+            n = await sr.readinto(rx)
+            if self.read_once(clock(), n or 0) and self.organ.pending():
+                self._wake.set()
+
+    async def writer(self):
+        if self.poll_ms:
+            clock = self.clock
+            while True:
+                wait = self.write_once(clock())
+                await _sleep_ms(wait if wait < self.poll_ms else self.poll_ms)
+        wake = self._wake
+        while True:
+            await wake.wait()
+            wake.clear()
+            self.flush()
+            if self._partial is not None:
+                await _sleep_ms(1)
+                wake.set()
+
+    async def timers(self):
+        """IO-wait mode only: the lifecycle and ability timers, waking the writer for output."""
+        clock = self.clock
+        while True:
+            wait = self.organ.poll(clock())
+            if self.organ.pending():
+                self._wake.set()
+            await _sleep_ms(wait if wait < _CLOCK_MS else _CLOCK_MS)
+
+
+def run(organ, uart, tasks=(), poll_ms=0, clock=ticks_ms):
+    """Start the organ on `uart` and run it forever with any extra coroutines (e.g. audio).
+
+    Returns False at once, having logged why, when the organ's own descriptor is invalid.
+    """
+    if not organ.start(clock()):
+        return False
+    link = Link(organ, uart, poll_ms=poll_ms, clock=clock)
+
+    async def main():
+        for coro in tasks:
+            asyncio.create_task(coro)
+        asyncio.create_task(link.reader())
+        if not poll_ms:
+            asyncio.create_task(link.timers())
+        await link.writer()
+
+    asyncio.run(main())
+    return True
