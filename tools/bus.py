@@ -1,0 +1,363 @@
+# The paced, faulty bus of the virtual body: UART cables between board processes as loopback TCP.
+#
+# A Cable joins two Ends. Each End is a loopback TCP address: `listen` (the cable waits for a
+# board or an external implementation to connect, and takes it back after a disconnect) or
+# `connect` (the cable dials out and redials). Each direction of a cable is a Wire that delivers
+# bytes in order at 115200 8N1 (10 bits per byte: 86.8 us, 11,520 B/s), never earlier than the
+# last bit of a byte would arrive on copper, and can be told to misbehave: junk bytes, bit flips
+# and drops at a rate, writes split by a pause, a pulled cable. Every fault is counted.
+#
+# Threads, not asyncio: a pacer sleeps on a condition variable until the next byte is due, so
+# delivery is within ~0.1 ms of wire time without polling.
+import collections
+import random
+import socket
+import threading
+import time
+
+BAUD = 115200
+BYTE_S = 10.0 / BAUD  # start + 8 data + stop bits
+DELIVER_MAX_BYTES = 12  # hand over at most ~1 ms of bytes per send, as a UART FIFO would
+
+
+def parse_spec(spec, what="address"):
+    """'listen:127.0.0.1:7001' -> ('listen', '127.0.0.1', 7001). Loopback only, else ValueError."""
+    parts = spec.split(":")
+    if len(parts) != 3 or parts[0] not in ("listen", "connect"):
+        raise ValueError("%s %r: expected listen:HOST:PORT or connect:HOST:PORT" % (what, spec))
+    mode, host, port = parts
+    if host == "localhost":
+        host = "127.0.0.1"
+    if not host.startswith("127."):
+        raise ValueError("%s %r: only loopback addresses (127.x.x.x) are allowed" % (what, spec))
+    try:
+        port = int(port)
+    except ValueError:
+        raise ValueError("%s %r: port %r is not a number" % (what, spec, port)) from None
+    if not 0 <= port <= 65535:
+        raise ValueError("%s %r: port %d out of range" % (what, spec, port))
+    if mode == "connect" and port == 0:
+        raise ValueError("%s %r: cannot connect to port 0" % (what, spec))
+    return mode, host, port
+
+
+class Wire:
+    """One direction of a cable: paced, ordered, with fault injection and counters."""
+
+    def __init__(self, cable, name, seed=None):
+        self.cable = cable
+        self.name = name
+        self.dst = None  # the End bytes are delivered to
+        self.rng = random.Random(seed)
+        self.cond = threading.Condition()
+        self.queue = collections.deque()  # [start_time, bytearray]: byte k ends at start+(k+1)*B
+        self.t_free = 0.0
+        self.flip_rate = 0.0
+        self.drop_rate = 0.0
+        self.split = False
+        self.split_gap_s = 0.005
+        self.taps = []  # callables(t, bytes) seeing what the sender wrote, before faults
+        self.delivered_taps = []  # callables(t, bytes) seeing what the receiver got
+        self.counters = dict(
+            sent=0, delivered=0, flipped=0, dropped=0, junk=0, splits=0, unplugged=0, no_receiver=0
+        )
+        self.closed = False
+        self.thread = threading.Thread(target=self._pace, name="wire-" + name, daemon=True)
+        self.thread.start()
+
+    def push(self, data, now=None, junk=False):
+        now = time.monotonic() if now is None else now
+        if not junk:
+            self.counters["sent"] += len(data)
+            for tap in self.taps:
+                tap(now, bytes(data))
+        if not self.cable.plugged:
+            self.counters["unplugged"] += len(data)
+            return
+        buf = bytearray(data)
+        if junk:
+            self.counters["junk"] += len(buf)
+        elif self.drop_rate or self.flip_rate:
+            out = bytearray()
+            rnd = self.rng.random
+            for b in buf:
+                if self.drop_rate and rnd() < self.drop_rate:
+                    self.counters["dropped"] += 1
+                    continue
+                if self.flip_rate:
+                    # each of the 8 data bits flips with probability flip_rate
+                    for bit in range(8):
+                        if rnd() < self.flip_rate:
+                            b ^= 1 << bit
+                            self.counters["flipped"] += 1
+                out.append(b)
+            buf = out
+        if not buf:
+            return
+        with self.cond:
+            pieces = [buf]
+            if self.split and len(buf) > 1 and not junk:
+                cut = self.rng.randrange(1, len(buf))
+                pieces = [buf[:cut], buf[cut:]]
+                self.counters["splits"] += 1
+            for i, piece in enumerate(pieces):
+                start = max(now, self.t_free)
+                if i:
+                    start += self.split_gap_s
+                self.queue.append([start, piece])
+                self.t_free = start + len(piece) * BYTE_S
+            self.cond.notify()
+
+    def junk(self, n):
+        self.push(bytes(self.rng.randrange(256) for _ in range(n)), junk=True)
+
+    def clear(self):
+        """Drop what is in flight (a pulled cable)."""
+        with self.cond:
+            n = sum(len(p) for _, p in self.queue)
+            self.counters["unplugged"] += n
+            self.queue.clear()
+            self.t_free = 0.0
+
+    def busy_until(self):
+        with self.cond:
+            return self.t_free
+
+    def close(self):
+        with self.cond:
+            self.closed = True
+            self.cond.notify()
+
+    def _pace(self):
+        while True:
+            with self.cond:
+                while not self.queue and not self.closed:
+                    self.cond.wait()
+                if self.closed:
+                    return
+                start, data = self.queue[0]
+                now = time.monotonic()
+                due = int((now - start) / BYTE_S + 1e-9)
+                want = min(len(data), DELIVER_MAX_BYTES)
+                if due < want:
+                    # sleep until a whole (short) write or ~1 ms of a long one has arrived
+                    self.cond.wait(start + want * BYTE_S - now)
+                    continue
+                k = min(due, len(data))
+                out = bytes(data[:k])
+                if k == len(data):
+                    self.queue.popleft()
+                else:
+                    del data[:k]
+                    self.queue[0][0] = start + k * BYTE_S
+            self._deliver(out)
+
+    def _deliver(self, out):
+        if not self.cable.plugged:
+            self.counters["unplugged"] += len(out)
+            return
+        if self.dst is None or not self.dst.send(out):
+            self.counters["no_receiver"] += len(out)
+            return
+        self.counters["delivered"] += len(out)
+        if self.delivered_taps:
+            now = time.monotonic()
+            for tap in self.delivered_taps:
+                tap(now, out)
+
+
+class End:
+    """One end of a cable: a loopback TCP address where a board (or anything else) attaches."""
+
+    def __init__(self, spec, name):
+        self.name = name
+        self.mode, self.host, self.port = parse_spec(spec, name)
+        self.sock = None
+        self.lock = threading.Lock()
+        self.wire_in = None  # Wire that carries the bytes this end sends
+        self.connected = threading.Event()
+        self.attachments = 0
+        self.closed = False
+        self.lsock = None
+        if self.mode == "listen":
+            ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            ls.bind((self.host, self.port))
+            ls.listen(4)
+            self.lsock = ls
+            self.port = ls.getsockname()[1]
+
+    @property
+    def spec(self):
+        return "%s:%s:%d" % (self.mode, self.host, self.port)
+
+    @property
+    def peer_spec(self):
+        """What the other party uses to reach this end (a board's ORGANBUS_SIM_UART<N>)."""
+        return "%s:%s:%d" % ("connect" if self.mode == "listen" else "listen", self.host, self.port)
+
+    def start(self):
+        threading.Thread(target=self._run, name="end-" + self.name, daemon=True).start()
+
+    def _run(self):
+        while not self.closed:
+            s = self._attach()
+            if s is None:
+                continue
+            with self.lock:
+                self.sock = s
+                self.attachments += 1
+            self.connected.set()
+            try:
+                while True:
+                    data = s.recv(4096)
+                    if not data:
+                        break
+                    if self.wire_in is not None:
+                        self.wire_in.push(data)
+            except OSError:
+                pass
+            with self.lock:
+                if self.sock is s:
+                    self.sock = None
+            self.connected.clear()
+            try:
+                s.close()
+            except OSError:
+                pass
+
+    def _attach(self):
+        if self.mode == "listen":
+            try:
+                s, _ = self.lsock.accept()
+            except OSError:
+                if not self.closed:
+                    time.sleep(0.05)
+                return None
+        else:
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            try:
+                s.connect((self.host, self.port))
+            except OSError:
+                s.close()
+                time.sleep(0.2)
+                return None
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return s
+
+    def send(self, data):
+        with self.lock:
+            s = self.sock
+        if s is None:
+            return False
+        try:
+            s.sendall(data)
+            return True
+        except OSError:
+            return False
+
+    def drop_peer(self):
+        """Close the current connection (the peer sees EOF)."""
+        with self.lock:
+            s, self.sock = self.sock, None
+        if s is not None:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def close(self):
+        self.closed = True
+        if self.lsock is not None:
+            try:
+                self.lsock.shutdown(socket.SHUT_RDWR)  # wakes the thread blocked in accept()
+            except OSError:
+                pass
+            try:
+                self.lsock.close()
+            except OSError:
+                pass
+        self.drop_peer()
+
+
+class Cable:
+    """A UART cable: `a` and `b` ends, a Wire each way (`wires["a>b"]`, `wires["b>a"]`)."""
+
+    def __init__(self, name, a_spec, b_spec, seed=None):
+        self.name = name
+        self.plugged = True
+        self.a = End(a_spec, name + ".a")
+        self.b = End(b_spec, name + ".b")
+        self.ab = Wire(self, name + " a>b", None if seed is None else seed * 2)
+        self.ba = Wire(self, name + " b>a", None if seed is None else seed * 2 + 1)
+        self.ab.dst, self.a.wire_in = self.b, self.ab
+        self.ba.dst, self.b.wire_in = self.a, self.ba
+        self.unplugs = 0
+
+    def start(self):
+        self.a.start()
+        self.b.start()
+        return self
+
+    def wires(self, direction="both"):
+        """direction: 'both', 'a>b' or 'b>a'."""
+        if direction == "both":
+            return [self.ab, self.ba]
+        if direction == "a>b":
+            return [self.ab]
+        if direction == "b>a":
+            return [self.ba]
+        raise ValueError("direction %r: expected both, a>b or b>a" % direction)
+
+    def unplug(self):
+        self.plugged = False
+        self.unplugs += 1
+        for w in (self.ab, self.ba):
+            w.clear()
+
+    def replug(self):
+        self.plugged = True
+
+    def set_faults(self, direction="both", flip=None, drop=None, split=None):
+        for name, v in (("flip", flip), ("drop", drop)):
+            if v is not None and not 0.0 <= v <= 1.0:
+                raise ValueError("%s rate %r: must be between 0 and 1" % (name, v))
+        for w in self.wires(direction):
+            if flip is not None:
+                w.flip_rate = flip
+            if drop is not None:
+                w.drop_rate = drop
+            if split is not None:
+                w.split = bool(split)
+
+    def junk(self, n, direction="both"):
+        if not 0 < n <= 4096:
+            raise ValueError("junk count %r: must be 1..4096" % n)
+        for w in self.wires(direction):
+            w.junk(n)
+
+    def counters(self):
+        return {
+            "plugged": self.plugged,
+            "unplugs": self.unplugs,
+            "a": {"spec": self.a.spec, "attached": self.a.sock is not None},
+            "b": {"spec": self.b.spec, "attached": self.b.sock is not None},
+            "a>b": dict(
+                self.ab.counters,
+                flip_rate=self.ab.flip_rate,
+                drop_rate=self.ab.drop_rate,
+                split=self.ab.split,
+            ),
+            "b>a": dict(
+                self.ba.counters,
+                flip_rate=self.ba.flip_rate,
+                drop_rate=self.ba.drop_rate,
+                split=self.ba.split,
+            ),
+        }
+
+    def close(self):
+        for w in (self.ab, self.ba):
+            w.close()
+        self.a.close()
+        self.b.close()

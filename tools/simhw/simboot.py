@@ -1,0 +1,35 @@
+# Launcher of a simulated board on the unix port: runs the board's main.py (from the current
+# folder) as __main__, as the board itself would, after optional simulation hooks:
+#   ORGANBUS_SIM_HEAP_MS  every N ms print {"event": "heap", "alloc": .., "free": ..} after a
+#                         gc.collect(), from a task added beside the board's own (benchmarks).
+import os
+import sys
+
+sys.path.insert(1, os.getcwd())
+
+_every = os.getenv("ORGANBUS_SIM_HEAP_MS")
+if _every:
+    import asyncio
+    import gc
+
+    _run = asyncio.run
+
+    async def _heap_report(ms):
+        while True:
+            gc.collect()
+            print('{"event": "heap", "alloc": %d, "free": %d}' % (gc.mem_alloc(), gc.mem_free()))
+            await asyncio.sleep_ms(ms)
+
+    def _run_with_report(main):
+        async def both():
+            asyncio.create_task(_heap_report(int(_every)))
+            return await main
+
+        return _run(both())
+
+    asyncio.run = _run_with_report
+
+with open("main.py") as _f:
+    _code = compile(_f.read(), "main.py", "exec")
+del _f
+exec(_code, {"__name__": "__main__", "__file__": "main.py"})
