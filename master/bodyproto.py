@@ -8,6 +8,11 @@ LOOK_TEXT = "This body has no camera: it cannot see anything."
 
 # HTTP status for a step that did not get accepted by its organ, by final step status.
 _FAIL_STATUS = {"refused": 502, "timeout": 504, "offline": 503}
+_WHY = {
+    "refused": "the organ refused the command",
+    "timeout": "the organ did not answer in time",
+    "offline": "the organ went offline",
+}
 
 
 def _names(menu):
@@ -99,6 +104,7 @@ class BodyProtocol:
             "response": "",
         }
         answered = asyncio.Event()
+        ended = asyncio.Event()
         seen = []
 
         def on_accept(task_id, status):
@@ -112,41 +118,37 @@ class BodyProtocol:
             except Exception as e:
                 r = (500, {"error": "internal error: %r" % e})
             self.last_report = r
-            if not seen:
-                seen.append(None)
+            ended.set()
             answered.set()
             if task in self.running:
                 self.running.remove(task)
-            return r
 
         task = asyncio.create_task(run())
         self.running.append(task)
         await answered.wait()
-        status = seen[0]
-        if status == 0:
+        if seen and seen[0] == 0:
+            return 200, {}, None  # accepted: the organ plays on, the answer goes now
+        # Not accepted: a one-step plan ends at once, and its report holds the reason.
+        try:
+            await asyncio.wait_for(ended.wait(), 5)
+        except asyncio.TimeoutError:
+            return (
+                502,
+                {"error": "%s failed: %s" % (action, seen[0] if seen else "no answer")},
+                None,
+            )
+        code, out = self.last_report
+        if code == 422:
+            problems = out.get("problems", [])
+            return 422, {"error": "; ".join(problems), "problems": problems}, None
+        if code != 200:
+            return code, out, None
+        step = (out.get("steps") or [{}])[0]
+        status = step.get("status")
+        if status in ("done", "started"):
             return 200, {}, None
-        if status is None:
-            code, out = self.last_report
-            if code == 422:
-                return (
-                    422,
-                    {
-                        "error": "; ".join(out.get("problems", [])),
-                        "problems": out.get("problems", []),
-                    },
-                    None,
-                )
-            if code != 200:
-                return code, out, None
-            step = (out.get("steps") or [{}])[0]
-            status = step.get("status")
-            if status in ("done", "started"):
-                return 200, {}, None
-            why = step.get("reason") or status
-            return _FAIL_STATUS.get(status, 502), {"error": "%s failed: %s" % (action, why)}, None
-        if status == 1:
-            return 502, {"error": "%s failed: the organ refused the command" % action}, None
-        return _FAIL_STATUS.get(status, 502), {"error": "%s failed: %s" % (action, status)}, None
+        why = step.get("reason") or _WHY.get(status, status)
+        return _FAIL_STATUS.get(status, 502), {"error": "%s failed: %s" % (action, why)}, None
 
 
 def routes(body):
