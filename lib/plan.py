@@ -22,7 +22,7 @@ class ParseError(ValueError):
     """The body is not one JSON text; `status` is the HTTP answer (400, or 413 when too large)."""
 
     def __init__(self, msg, status=400):
-        ValueError.__init__(self, msg)
+        super().__init__(msg)
         self.msg = msg
         self.status = status
 

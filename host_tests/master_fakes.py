@@ -1,0 +1,289 @@
+# Scripted fake organs and a fake clock around the master's sans-IO core (both interpreters).
+import command
+import frame
+from descriptor import encode_descriptor
+
+from master.body import Body
+from master.registry import Registry
+from master.scheduler import Scheduler
+
+
+def _cap(name, desc, exec_type, group, max_ms, params=()):
+    return {
+        "name": name,
+        "description": desc,
+        "exec_type": exec_type,
+        "resource_group": group,
+        "max_duration_ms": max_ms,
+        "params": list(params),
+    }
+
+
+def _p(name, t, lo, hi, unit=""):
+    return {"name": name, "type": t, "min": lo, "max": hi, "unit": unit}
+
+
+def led(module_id="LED_001"):
+    return {
+        "module_id": module_id,
+        "module_type": "led",
+        "hw_version": 0x0100,
+        "fw_version": 0x0100,
+        "capabilities": [
+            _cap("led_on", "Turn the light on.", "immediate", "led", 0),
+            _cap("led_off", "Turn the light off.", "immediate", "led", 0),
+            _cap(
+                "led_blink",
+                "Blink the light a number of times.",
+                "continuous",
+                "led",
+                40000,
+                [_p("count", "int", 1, 20), _p("period_ms", "int", 100, 2000, "ms")],
+            ),
+        ],
+    }
+
+
+def speaker(module_id="SPK_001", voice=True):
+    caps = []
+    if voice:
+        caps.append(
+            _cap(
+                "speak",
+                "Say the text out loud.",
+                "continuous",
+                "audio",
+                30000,
+                [_p("text", "string", 1, 240)],
+            )
+        )
+        caps.append(
+            _cap(
+                "announce",
+                "Play an attention chime, then say the text.",
+                "continuous",
+                "audio",
+                30000,
+                [_p("text", "string", 1, 240)],
+            )
+        )
+    caps.append(_cap("chime", "Play a short attention chime.", "continuous", "audio", 2000))
+    return {
+        "module_id": module_id,
+        "module_type": "speaker",
+        "hw_version": 0x0100,
+        "fw_version": 0x0100,
+        "capabilities": caps,
+    }
+
+
+def gadget():
+    """An organ with two groups on one link and every param type (for link/param tests)."""
+    return {
+        "module_id": "GAD_001",
+        "module_type": "gadget",
+        "hw_version": 0x0100,
+        "fw_version": 0x0100,
+        "capabilities": [
+            _cap(
+                "arm_move",
+                "Move the arm.",
+                "immediate",
+                "arm",
+                0,
+                [_p("angle", "float", -90.0, 90.0, "deg"), _p("fast", "bool", 0, 1)],
+            ),
+            _cap("fan_on", "Run the fan.", "immediate", "fan", 0),
+            _cap("beep", "Beep.", "immediate", "", 0),
+        ],
+    }
+
+
+def menu_caps(*descs):
+    out = []
+    for d in descs:
+        for c in d["capabilities"]:
+            m = dict(c)
+            m["module_id"] = d["module_id"]
+            out.append(m)
+    return out
+
+
+class FakeOrgan:
+    """A scripted organ: answers DISCOVER/ACK per section 7 and COMMANDs per its policy.
+
+    resp: 0, 1 or None (silent); event_ms: ms after answering before a continuous ability's
+    EVENT (None: never); event_status: the EVENT status."""
+
+    def __init__(self, desc, resp=0, event_ms=100, event_status=0, raw=None):
+        self.desc = desc
+        self.payload = raw if raw is not None else encode_descriptor(desc)
+        self.resp = resp
+        self.event_ms = event_ms
+        self.event_status = event_status
+        self.inbox = []
+        self.decoder = frame.Decoder(self._got)
+        self.acked = False
+        self.alive = True
+        self.answer_discover = True
+        self.commands = []  # (now, name, values, text)
+        self.acks = self.discovers = 0
+        self.rig = None
+        self.port = None
+        self.t_boot = None
+        self.t_hb = 0
+        self.t_desc = None
+        self.t_desc5 = 0
+        self.pending_events = []  # [due, name, status]
+
+    def _got(self, ftype, payload, n):
+        self.inbox.append((ftype, bytes(payload[:n])))
+
+    def send(self, f):
+        if self.alive:
+            self.rig.feed(self.port, f)
+
+    def tick(self, now):
+        if not self.alive:
+            self.inbox = []
+            return
+        if self.t_boot is None:
+            self.t_boot = now
+        inbox, self.inbox = self.inbox, []
+        for ftype, p in inbox:
+            if ftype == frame.DISCOVER:
+                self.discovers += 1
+                if self.answer_discover:
+                    self.acked = False
+                    self.t_desc = now
+                    self.send(frame.encode(frame.DESCRIPTOR, self.payload))
+            elif ftype == frame.ACK:
+                self.acks += 1
+                if not self.acked:
+                    self.t_hb = self.t_desc5 = now
+                self.acked = True
+            elif ftype == frame.COMMAND:
+                self._command(now, p)
+        due = [e for e in self.pending_events if e[0] <= now]
+        for e in due:
+            self.pending_events.remove(e)
+            self.send(frame.encode(frame.EVENT, command.encode_event(e[1], e[2])))
+        if self.acked:
+            if now - self.t_hb >= 1000:
+                self.t_hb = now
+                self.send(frame.HEARTBEAT_FRAME)
+            if now - self.t_desc5 >= 5000:
+                self.t_desc5 = now
+                self.send(frame.encode(frame.DESCRIPTOR, self.payload))
+        elif now - self.t_boot >= 1000 and (self.t_desc is None or now - self.t_desc >= 2000):
+            self.t_desc = now
+            self.send(frame.encode(frame.DESCRIPTOR, self.payload))
+
+    def _command(self, now, p):
+        name = command.command_name(p, len(p))
+        cap = None
+        for c in self.desc["capabilities"]:
+            if c["name"] == name:
+                cap = c
+        values, text = command.decode_command(p, len(p), cap) if cap else ((), None)
+        if text is not None and not isinstance(text, str):
+            text = str(bytes(text), "utf-8")
+        self.commands.append((now, name, list(values), text))
+        self.acked = True
+        if self.resp is None:
+            return
+        self.send(frame.RESP_OK_FRAME if self.resp == 0 else frame.RESP_FAIL_FRAME)
+        if (
+            self.resp == 0
+            and cap
+            and cap["exec_type"] == "continuous"
+            and self.event_ms is not None
+        ):
+            self.pending_events.append([now + self.event_ms, name, self.event_status])
+
+
+class Rig:
+    """The master's Registry + Scheduler + Body on a fake clock, with fake organs on ports."""
+
+    def __init__(self, ports=(0, 1), max_steps=16, start=True, mode="two-port"):
+        self.now = 100000
+        self.wire = {}
+        for p in ports:
+            self.wire[p] = []
+        self.events = []
+        self.organs = {}
+        self.reg = Registry(list(ports), self._send, self._emit)
+        self.sched = Scheduler(self.reg.owner, self._send)
+        self.body = Body(self.reg, self.sched, self.clock, mode, max_steps)
+        if start:
+            self.reg.start(self.now)
+
+    def clock(self):
+        return self.now
+
+    def _send(self, port, f):
+        self.wire[port].append(bytes(f))
+        o = self.organs.get(port)
+        if o is not None and o.alive:
+            o.decoder.feed(f, self.now)
+
+    def _emit(self, event, pairs):
+        d = {}
+        for k, v in pairs:
+            d[k] = v
+        self.events.append((event, d))
+
+    def attach(self, port, organ):
+        organ.rig = self
+        organ.port = port
+        self.organs[port] = organ
+        return organ
+
+    def feed(self, port, data):
+        self.reg.feed(port, data, self.now)
+
+    def advance(self, ms, step=10):
+        end = self.now + ms
+        while self.now < end:
+            self.now += step
+            for p in sorted(self.organs):
+                self.organs[p].tick(self.now)
+            self.body.tick(self.now)
+
+    def sent_types(self, port):
+        return [f[2] for f in self.wire[port]]
+
+    def commands_sent(self):
+        n = 0
+        for p in self.wire:
+            for f in self.wire[p]:
+                if f[2] == frame.COMMAND:
+                    n += 1
+        return n
+
+    def event_names(self):
+        return [e[0] for e in self.events]
+
+
+def standard_rig(**kw):
+    """LED organ on port 0 and speaker on port 1, both registered."""
+    rig = Rig(start=False, **kw)
+    rig.attach(0, FakeOrgan(led()))
+    rig.attach(1, FakeOrgan(speaker()))
+    rig.reg.start(rig.now)
+    rig.advance(100)
+    return rig
+
+
+def run_plan(rig, plan, limit_ms=60000):
+    """Submit and advance the fake clock until the report is ready; (status, report)."""
+    done = []
+    status, run = rig.body.submit(plan, None, lambda r: done.append(r))
+    if status != 200:
+        return status, run
+    t = 0
+    while not done and t < limit_ms:
+        rig.advance(10)
+        t += 10
+    assert done, "plan did not finish within %d ms" % limit_ms
+    return 200, run.report()
