@@ -1,0 +1,581 @@
+# Klatt (1980) style cascade/parallel formant synthesizer in integer fixed point.
+#
+# A frame's parameters become integer coefficients once (set_frame); render() then runs
+# the per-sample loop over n samples: a viper loop on MicroPython, a pure-Python loop
+# elsewhere, both doing the very same integer operations so the samples are identical.
+# Resonators: y = (A*x + B*y1 + C*y2) >> 12 (Q12 coefficients), every state clamped to
+# +-65535 so no product leaves 31 bits on a 32-bit viper build.
+# Signal path: glottal-flow-derivative table (phase accumulator) + aspiration noise ->
+# nasal zero/pole pair -> R1..R5 cascade; frication noise -> parallel R2..R5 + bypass.
+
+import math
+import sys
+from array import array
+
+import micropython
+from micropython import const
+
+# coefficient array (array "i") layout
+_DPH = const(0)  # phase increment per sample, 65536 = one glottal period
+_AV = const(1)
+_AH = const(2)
+_AF = const(3)
+_FLAGS = const(4)  # bit 0: nasal pair on, bit 1: parallel branch on
+_GAIN = const(5)
+_NZ = const(6)  # nasal zero B, C (unnormalized)
+_NP = const(8)  # nasal pole G, B, C
+_R1 = const(11)  # cascade R1..R5: A, B, C each (11..25)
+_P2 = const(26)  # parallel R2..R5: A, B, C each (26..37)
+_G2 = const(38)  # parallel gains A2..A5 (38..41) and AB (42)
+_AB = const(42)
+NCO = 43
+
+# state array (array "i") layout
+_N = const(0)  # samples to render
+_OFF = const(1)  # first sample index in the output buffer
+_PH = const(2)
+_SEED = const(3)
+NST = 26  # 4,5 nasal zero inputs; 6,7 nasal pole; 8..17 cascade; 18..25 parallel
+
+FRAME = 64  # samples per parameter frame (5.8 ms at 11,025 Hz)
+
+
+def _glottal():
+    """One period of the KLGLOTT88 flow derivative (open quotient 0.6), 256 bytes + 128."""
+    t = bytearray(256)
+    oq = 154
+    for i in range(256):
+        if i < oq:
+            tau = i / oq
+            v = (2 * tau - 3 * tau * tau) * 127
+            t[i] = 128 + int(math.floor(v + 0.5))
+        else:
+            t[i] = 128
+    return bytes(t)
+
+
+GLOTTAL = _glottal()
+
+
+def _amp_table():
+    a = array("H", [0])
+    for d in range(1, 81):
+        a.append(int(math.floor(1024 * 2 ** ((d - 80) / 6) + 0.5)))
+    return a
+
+
+AMP = _amp_table()
+
+
+class _Tables:
+    def __init__(self, rate):
+        self.rate = rate
+        nf = rate // 16 + 2
+        self.cos = array("h", [0] * nf)
+        for k in range(nf):
+            self.cos[k] = int(math.floor(16384 * math.cos(2 * math.pi * k * 8 / rate) + 0.5))
+        self.r = array("h", [0] * 201)
+        for k in range(201):
+            self.r[k] = int(math.floor(16384 * math.exp(-math.pi * k * 10 / rate) + 0.5))
+
+
+_TABLES = {}
+
+
+def tables(rate):
+    t = _TABLES.get(rate)
+    if t is None:
+        t = _TABLES[rate] = _Tables(rate)
+    return t
+
+
+class Synth:
+    """Formant synthesizer state; set_frame() then render() repeatedly."""
+
+    def __init__(self, rate=11025, viper=True):
+        self.rate = rate
+        self.tab = tables(rate)
+        self.co = array("i", [0] * NCO)
+        self.st = array("i", [0] * NST)
+        self.st[_SEED] = 12345
+        self.co[_GAIN] = 4096
+        self._fast = viper and _viper_render is not None
+        self._par_on = 0
+
+    def _reson(self, k, f, bw, norm=True):
+        tab = self.tab
+        fi = f >> 3
+        if fi < 0:
+            fi = 0
+        elif fi >= len(tab.cos):
+            fi = len(tab.cos) - 1
+        bi = bw // 10
+        if bi < 1:
+            bi = 1
+        elif bi > 200:
+            bi = 200
+        r = tab.r[bi]
+        b = (r * tab.cos[fi]) >> 15
+        c = -((r * r) >> 16)
+        co = self.co
+        if norm:
+            co[k] = 4096 - b - c
+            co[k + 1] = b
+            co[k + 2] = c
+        else:
+            co[k] = b
+            co[k + 1] = c
+        return 4096 - b - c
+
+    def set_frame(self, f0, av, ah, af, fr, bw, fnp, fnz, par):
+        """f0 in Hz (0: keep phase running at 100 Hz); av ah af in dB 0..80;
+        fr/bw: 5 cascade formants and bandwidths (Hz); fnp/fnz: nasal pole and zero
+        (Hz; equal means no nasal); par: (A2, A3, A4, A5, AB) in dB and F5p (Hz)."""
+        co = self.co
+        if f0 <= 0:
+            f0 = 100
+        co[_DPH] = (f0 * 65536) // self.rate
+        co[_AV] = AMP[min(max(av, 0), 80)]
+        co[_AH] = AMP[min(max(ah, 0), 80)]
+        co[_AF] = AMP[min(max(af, 0), 80)]
+        flags = 0
+        if fnz != fnp:
+            flags |= 1
+            az = self._reson(_NZ, fnz, 100, False)
+            ap = self._reson(_NP + 1, fnp, 100, False)
+            co[_NP] = (ap * 4096) // az if az > 0 else 4096
+        elif self.co[_FLAGS] & 1:
+            st = self.st
+            for k in range(4, 8):
+                st[k] = 0
+        for i in range(5):
+            self._reson(_R1 + 3 * i, fr[i], bw[i])
+        on = co[_AF] and (par[0] or par[1] or par[2] or par[3] or par[4])
+        if on:
+            flags |= 2
+            self._reson(_P2, fr[1], 200)
+            self._reson(_P2 + 3, fr[2], 250)
+            self._reson(_P2 + 6, fr[3], 320)
+            self._reson(_P2 + 9, par[5], 400)
+            for i in range(5):
+                co[_G2 + i] = AMP[min(max(par[i], 0), 80)]
+        elif self._par_on:
+            st = self.st
+            for k in range(18, 26):
+                st[k] = 0
+        self._par_on = on
+        co[_FLAGS] = flags
+
+    def set_gain(self, g):
+        self.co[_GAIN] = g
+
+    def render(self, buf, off, n):
+        """Write n 16-bit little-endian samples into buf starting at sample index off."""
+        st = self.st
+        st[_N] = n
+        st[_OFF] = off
+        if self._fast:
+            _viper_render(buf, st, self.co, GLOTTAL)
+        else:
+            render_pure(buf, st, self.co, GLOTTAL)
+
+
+def render_pure(buf, st, co, gl):
+    n = st[0]
+    o = st[1] * 2
+    ph = st[2]
+    seed = st[3]
+    x1 = st[4]
+    x2 = st[5]
+    n1 = st[6]
+    n2 = st[7]
+    r1a = st[8]
+    r1b = st[9]
+    r2a = st[10]
+    r2b = st[11]
+    r3a = st[12]
+    r3b = st[13]
+    r4a = st[14]
+    r4b = st[15]
+    r5a = st[16]
+    r5b = st[17]
+    p2a = st[18]
+    p2b = st[19]
+    p3a = st[20]
+    p3b = st[21]
+    p4a = st[22]
+    p4b = st[23]
+    p5a = st[24]
+    p5b = st[25]
+    dph = co[0]
+    av = co[1]
+    ah = co[2]
+    af = co[3]
+    flags = co[4]
+    gain = co[5]
+    bz = co[6]
+    cz = co[7]
+    gn = co[8]
+    bn = co[9]
+    cn = co[10]
+    a1 = co[11]
+    b1 = co[12]
+    c1 = co[13]
+    a2 = co[14]
+    b2 = co[15]
+    c2 = co[16]
+    a3 = co[17]
+    b3 = co[18]
+    c3 = co[19]
+    a4 = co[20]
+    b4 = co[21]
+    c4 = co[22]
+    a5 = co[23]
+    b5 = co[24]
+    c5 = co[25]
+    pa2 = co[26]
+    pb2 = co[27]
+    pc2 = co[28]
+    pa3 = co[29]
+    pb3 = co[30]
+    pc3 = co[31]
+    pa4 = co[32]
+    pb4 = co[33]
+    pc4 = co[34]
+    pa5 = co[35]
+    pb5 = co[36]
+    pc5 = co[37]
+    g2 = co[38]
+    g3 = co[39]
+    g4 = co[40]
+    g5 = co[41]
+    gab = co[42]
+    for _ in range(n):
+        ph = (ph + dph) & 0xFFFF
+        g = gl[ph >> 8] - 128
+        seed = (seed * 1664525 + 1013904223) & 0xFFFFFF
+        nz = (seed >> 8) - 32768
+        if av > 0 and ph >= 32768:
+            nz = nz >> 1
+        x = ((g * av) >> 3) + ((nz * ah) >> 11)
+        if flags & 1:
+            t = x - ((bz * x1 + cz * x2) >> 12)
+            x2 = x1
+            x1 = x
+            if t > 65535:
+                t = 65535
+            elif t < -65535:
+                t = -65535
+            y = (gn * t + bn * n1 + cn * n2) >> 12
+            if y > 65535:
+                y = 65535
+            elif y < -65535:
+                y = -65535
+            n2 = n1
+            n1 = y
+            x = y
+        y = (a1 * x + b1 * r1a + c1 * r1b) >> 12
+        if y > 65535:
+            y = 65535
+        elif y < -65535:
+            y = -65535
+        r1b = r1a
+        r1a = y
+        y = (a2 * y + b2 * r2a + c2 * r2b) >> 12
+        if y > 65535:
+            y = 65535
+        elif y < -65535:
+            y = -65535
+        r2b = r2a
+        r2a = y
+        y = (a3 * y + b3 * r3a + c3 * r3b) >> 12
+        if y > 65535:
+            y = 65535
+        elif y < -65535:
+            y = -65535
+        r3b = r3a
+        r3a = y
+        y = (a4 * y + b4 * r4a + c4 * r4b) >> 12
+        if y > 65535:
+            y = 65535
+        elif y < -65535:
+            y = -65535
+        r4b = r4a
+        r4a = y
+        y = (a5 * y + b5 * r5a + c5 * r5b) >> 12
+        if y > 65535:
+            y = 65535
+        elif y < -65535:
+            y = -65535
+        r5b = r5a
+        r5a = y
+        if flags & 2:
+            f = (nz * af) >> 11
+            p = (pa2 * f + pb2 * p2a + pc2 * p2b) >> 12
+            if p > 65535:
+                p = 65535
+            elif p < -65535:
+                p = -65535
+            p2b = p2a
+            p2a = p
+            p = (pa3 * f + pb3 * p3a + pc3 * p3b) >> 12
+            if p > 65535:
+                p = 65535
+            elif p < -65535:
+                p = -65535
+            p3b = p3a
+            p3a = p
+            p = (pa4 * f + pb4 * p4a + pc4 * p4b) >> 12
+            if p > 65535:
+                p = 65535
+            elif p < -65535:
+                p = -65535
+            p4b = p4a
+            p4a = p
+            p = (pa5 * f + pb5 * p5a + pc5 * p5b) >> 12
+            if p > 65535:
+                p = 65535
+            elif p < -65535:
+                p = -65535
+            p5b = p5a
+            p5a = p
+            y += (g2 * p2a - g3 * p3a + g4 * p4a - g5 * p5a + gab * f) >> 10
+            if y > 131071:
+                y = 131071
+            elif y < -131071:
+                y = -131071
+        s = (y * gain) >> 12
+        if s > 32767:
+            s = 32767
+        elif s < -32767:
+            s = -32767
+        buf[o] = s & 255
+        buf[o + 1] = (s >> 8) & 255
+        o += 2
+    st[2] = ph
+    st[3] = seed
+    st[4] = x1
+    st[5] = x2
+    st[6] = n1
+    st[7] = n2
+    st[8] = r1a
+    st[9] = r1b
+    st[10] = r2a
+    st[11] = r2b
+    st[12] = r3a
+    st[13] = r3b
+    st[14] = r4a
+    st[15] = r4b
+    st[16] = r5a
+    st[17] = r5b
+    st[18] = p2a
+    st[19] = p2b
+    st[20] = p3a
+    st[21] = p3b
+    st[22] = p4a
+    st[23] = p4b
+    st[24] = p5a
+    st[25] = p5b
+
+
+_viper_render = None
+
+if sys.implementation.name == "micropython":
+    # ptr32 loads zero-extend on 64-bit ports: values here are within +-2**29, so
+    # ((v + 2**29) & (2**30 - 1)) - 2**29 restores the sign on any port.
+    @micropython.viper
+    def _viper_render(buf: ptr16, st: ptr32, co: ptr32, gl: ptr8):
+        n = ((st[0] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        o = ((st[1] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        ph = ((st[2] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        seed = ((st[3] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        x1 = ((st[4] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        x2 = ((st[5] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        n1 = ((st[6] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        n2 = ((st[7] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        r1a = ((st[8] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        r1b = ((st[9] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        r2a = ((st[10] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        r2b = ((st[11] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        r3a = ((st[12] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        r3b = ((st[13] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        r4a = ((st[14] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        r4b = ((st[15] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        r5a = ((st[16] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        r5b = ((st[17] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        p2a = ((st[18] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        p2b = ((st[19] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        p3a = ((st[20] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        p3b = ((st[21] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        p4a = ((st[22] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        p4b = ((st[23] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        p5a = ((st[24] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        p5b = ((st[25] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        dph = ((co[0] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        av = ((co[1] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        ah = ((co[2] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        af = ((co[3] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        flags = ((co[4] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        gain = ((co[5] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        bz = ((co[6] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        cz = ((co[7] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        gn = ((co[8] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        bn = ((co[9] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        cn = ((co[10] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        a1 = ((co[11] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        b1 = ((co[12] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        c1 = ((co[13] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        a2 = ((co[14] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        b2 = ((co[15] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        c2 = ((co[16] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        a3 = ((co[17] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        b3 = ((co[18] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        c3 = ((co[19] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        a4 = ((co[20] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        b4 = ((co[21] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        c4 = ((co[22] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        a5 = ((co[23] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        b5 = ((co[24] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        c5 = ((co[25] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        pa2 = ((co[26] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        pb2 = ((co[27] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        pc2 = ((co[28] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        pa3 = ((co[29] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        pb3 = ((co[30] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        pc3 = ((co[31] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        pa4 = ((co[32] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        pb4 = ((co[33] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        pc4 = ((co[34] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        pa5 = ((co[35] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        pb5 = ((co[36] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        pc5 = ((co[37] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        g2 = ((co[38] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        g3 = ((co[39] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        g4 = ((co[40] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        g5 = ((co[41] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        gab = ((co[42] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+        for _ in range(n):
+            ph = (ph + dph) & 0xFFFF
+            g = int(gl[ph >> 8]) - 128
+            seed = (seed * 1664525 + 1013904223) & 0xFFFFFF
+            nz = (seed >> 8) - 32768
+            if av > 0 and ph >= 32768:
+                nz = nz >> 1
+            x = ((g * av) >> 3) + ((nz * ah) >> 11)
+            if flags & 1:
+                t = x - ((bz * x1 + cz * x2) >> 12)
+                x2 = x1
+                x1 = x
+                if t > 65535:
+                    t = 65535
+                elif t < -65535:
+                    t = -65535
+                y = (gn * t + bn * n1 + cn * n2) >> 12
+                if y > 65535:
+                    y = 65535
+                elif y < -65535:
+                    y = -65535
+                n2 = n1
+                n1 = y
+                x = y
+            y = (a1 * x + b1 * r1a + c1 * r1b) >> 12
+            if y > 65535:
+                y = 65535
+            elif y < -65535:
+                y = -65535
+            r1b = r1a
+            r1a = y
+            y = (a2 * y + b2 * r2a + c2 * r2b) >> 12
+            if y > 65535:
+                y = 65535
+            elif y < -65535:
+                y = -65535
+            r2b = r2a
+            r2a = y
+            y = (a3 * y + b3 * r3a + c3 * r3b) >> 12
+            if y > 65535:
+                y = 65535
+            elif y < -65535:
+                y = -65535
+            r3b = r3a
+            r3a = y
+            y = (a4 * y + b4 * r4a + c4 * r4b) >> 12
+            if y > 65535:
+                y = 65535
+            elif y < -65535:
+                y = -65535
+            r4b = r4a
+            r4a = y
+            y = (a5 * y + b5 * r5a + c5 * r5b) >> 12
+            if y > 65535:
+                y = 65535
+            elif y < -65535:
+                y = -65535
+            r5b = r5a
+            r5a = y
+            if flags & 2:
+                f = (nz * af) >> 11
+                p = (pa2 * f + pb2 * p2a + pc2 * p2b) >> 12
+                if p > 65535:
+                    p = 65535
+                elif p < -65535:
+                    p = -65535
+                p2b = p2a
+                p2a = p
+                p = (pa3 * f + pb3 * p3a + pc3 * p3b) >> 12
+                if p > 65535:
+                    p = 65535
+                elif p < -65535:
+                    p = -65535
+                p3b = p3a
+                p3a = p
+                p = (pa4 * f + pb4 * p4a + pc4 * p4b) >> 12
+                if p > 65535:
+                    p = 65535
+                elif p < -65535:
+                    p = -65535
+                p4b = p4a
+                p4a = p
+                p = (pa5 * f + pb5 * p5a + pc5 * p5b) >> 12
+                if p > 65535:
+                    p = 65535
+                elif p < -65535:
+                    p = -65535
+                p5b = p5a
+                p5a = p
+                y += (g2 * p2a - g3 * p3a + g4 * p4a - g5 * p5a + gab * f) >> 10
+                if y > 131071:
+                    y = 131071
+                elif y < -131071:
+                    y = -131071
+            s = (y * gain) >> 12
+            if s > 32767:
+                s = 32767
+            elif s < -32767:
+                s = -32767
+            buf[o] = s
+            o += 1
+        st[2] = ph
+        st[3] = seed
+        st[4] = x1
+        st[5] = x2
+        st[6] = n1
+        st[7] = n2
+        st[8] = r1a
+        st[9] = r1b
+        st[10] = r2a
+        st[11] = r2b
+        st[12] = r3a
+        st[13] = r3b
+        st[14] = r4a
+        st[15] = r4b
+        st[16] = r5a
+        st[17] = r5b
+        st[18] = p2a
+        st[19] = p2b
+        st[20] = p3a
+        st[21] = p3b
+        st[22] = p4a
+        st[23] = p4b
+        st[24] = p5a
+        st[25] = p5b

@@ -1,0 +1,243 @@
+# Prosody: a clause's words -> phonemes with durations (Klatt 1976 rules) and a pitch line.
+#
+# plan() returns a Clause: parallel byte arrays per phoneme (code index, stress, flags,
+# duration in frames) and pitch anchors (frame, Hz) for a falling line with accents on
+# stressed syllables of content words, a final fall, or a final rise for questions.
+
+from array import array
+
+from . import phonemes as P
+from .klatt import FRAME
+
+# Words that carry no accent (and lose their stress) in running speech.
+FUNCTION_WORDS = set(
+    (
+        "a an the and or but nor of to in at by for from with as than that "
+        "is am are was were be been being it its it's i i'm i'll i've me my "
+        "you you're your he him his she her we us our they them their "
+        "this these those do does did have has had will would can could shall "
+        "should may might must if then so there here what when where who which "
+        "how just some any"
+    ).split()
+)
+
+# per-phoneme flags
+WORD_START = 1
+WORD_END = 2
+FINAL_SYL = 4  # in the clause's last syllable (phrase-final lengthening)
+ASPIRATED = 8  # starts with aspiration after a voiceless stop
+PAUSE = 16  # a silence, not a phoneme
+FUNC = 32  # belongs to a function word
+
+_SIL = 255  # code index of a silence
+
+
+class Clause:
+    def __init__(self, n):
+        self.n = 0
+        self.ph = bytearray(n)
+        self.stress = bytearray(n)
+        self.flags = bytearray(n)
+        self.frames = array("H", [0] * n)
+        self.asp = bytearray(n)  # aspiration frames at the phoneme's start
+        self.anchors = []  # (frame, Hz)
+
+    def add(self, code, stress, flags):
+        k = self.n
+        if k >= len(self.ph):
+            return
+        self.ph[k] = code
+        self.stress[k] = stress
+        self.flags[k] = flags
+        self.n = k + 1
+
+
+def _kind(c):
+    return 0 if c == _SIL else P.PARAMS[c * P.NFIELD]
+
+
+def plan(words, end, pronouncer, rate, first=True, last=True):
+    """Phonemes, durations and pitch for one clause; `end` is its closing punctuation."""
+    prons = []
+    total = 2
+    for w in words:
+        p = pronouncer.pronounce(w)
+        prons.append(p)
+        total += len(p)
+    cl = Clause(total)
+    if first:
+        cl.add(_SIL, 0, PAUSE)
+    for wi in range(len(words)):
+        func = words[wi] in FUNCTION_WORDS
+        p = prons[wi]
+        start = cl.n
+        stress = 0
+        for ch in p:
+            if ch == "1" or ch == "2":
+                stress = 2 if ch == "1" else 1  # 2 = primary, 1 = secondary
+                continue
+            code = P.CODES.find(ch)
+            if code < 0:
+                continue
+            s = 0
+            if _kind(code) & P.VOWEL:
+                s = 0 if func else stress
+                stress = 0
+            cl.add(code, s, FUNC if func else 0)
+        if cl.n > start:
+            cl.flags[start] |= WORD_START
+            cl.flags[cl.n - 1] |= WORD_END
+    cl.add(_SIL, 0, PAUSE)
+    _mark_final_syllable(cl)
+    _durations(cl, rate, end, last)
+    _pitch(cl, end)
+    return cl
+
+
+def _mark_final_syllable(cl):
+    k = cl.n - 1
+    while k >= 0 and cl.ph[k] == _SIL:
+        k -= 1
+    while k >= 0:
+        cl.flags[k] |= FINAL_SYL
+        if cl.ph[k] != _SIL and _kind(cl.ph[k]) & P.VOWEL:
+            break
+        k -= 1
+
+
+def _word_vowels(cl, i):
+    """How many vowels the word holding phoneme i has, and whether i is in its last one."""
+    a = i
+    while a > 0 and not cl.flags[a] & WORD_START:
+        a -= 1
+    b = i
+    while b < cl.n - 1 and not cl.flags[b] & WORD_END:
+        b += 1
+    nv = 0
+    later = 0
+    for k in range(a, b + 1):
+        if cl.ph[k] != _SIL and _kind(cl.ph[k]) & P.VOWEL:
+            nv += 1
+            if k > i:
+                later += 1
+    return nv, later == 0
+
+
+def _durations(cl, rate, end, last):
+    fms = rate * 1000 // FRAME  # frames per 1000 s
+    for i in range(cl.n):
+        c = cl.ph[i]
+        fl = cl.flags[i]
+        if c == _SIL:
+            if i == 0:
+                ms = 40
+            elif not last:
+                ms = 200 if end == "," else 320
+            else:
+                ms = 80
+            cl.frames[i] = max(1, ms * fms // 1000000)
+            continue
+        k = _kind(c)
+        inh = P.PARAMS[c * P.NFIELD + P.DUR]
+        mn = P.PARAMS[c * P.NFIELD + P.MINDUR]
+        prc = 100
+        nxt = cl.ph[i + 1] if i + 1 < cl.n else _SIL
+        prv = cl.ph[i - 1] if i > 0 else _SIL
+        nk = _kind(nxt)
+        pk = _kind(prv)
+        if k & P.VOWEL:
+            if fl & FINAL_SYL:
+                prc = prc * 140 // 100
+            else:
+                prc = prc * 85 // 100
+            nv, last_syl = _word_vowels(cl, i)
+            if not last_syl:
+                prc = prc * 85 // 100
+            if nv > 1:
+                prc = prc * 80 // 100
+            if cl.stress[i] == 0:
+                mn = mn // 2
+                prc = prc * 60 // 100
+            # postvocalic context
+            if nxt != _SIL and not nk & P.VOWEL:
+                if nk & P.STOP and not nk & P.VOICED:
+                    prc = prc * 70 // 100
+                elif nk & P.FRIC and nk & P.VOICED:
+                    prc = prc * 130 // 100
+                elif nk & P.STOP and nk & P.VOICED:
+                    prc = prc * 110 // 100
+                elif nk & P.NASAL:
+                    prc = prc * 85 // 100
+            elif fl & WORD_END and cl.stress[i]:
+                prc = prc * 115 // 100
+            if nxt != _SIL and nk & P.VOWEL:
+                prc = prc * 120 // 100
+        else:
+            if fl & FINAL_SYL:
+                prc = prc * 120 // 100
+            if not fl & WORD_START:
+                prc = prc * 85 // 100
+            if fl & FUNC:
+                prc = prc * 80 // 100
+            cons_n = nxt != _SIL and not nk & P.VOWEL
+            cons_p = prv != _SIL and not pk & P.VOWEL
+            if cons_n and cons_p:
+                prc = prc * 50 // 100
+            elif cons_n or cons_p:
+                prc = prc * 70 // 100
+        ms = mn + (inh - mn) * prc // 100
+        # voiceless stop before a vowel or sonorant: aspiration at the next phoneme's start
+        if (
+            k & P.STOP
+            and not k & (P.VOICED | P.AFFRIC)
+            and nxt != _SIL
+            and nk & (P.VOWEL | P.GLIDE)
+            and not (prv != _SIL and P.CODES[prv] == "s")
+        ):
+            asp = 45 if cl.stress[i + 1] or (i + 2 < cl.n and cl.stress[i + 2]) else 25
+            cl.asp[i + 1] = max(1, asp * fms // 1000000)
+            cl.flags[i + 1] |= ASPIRATED
+        cl.frames[i] = max(1, ms * fms // 1000000)
+    for i in range(cl.n):
+        cl.frames[i] += cl.asp[i]
+
+
+def _pitch(cl, end):
+    """Anchors (frame, Hz): declining top line, accents on stressed content vowels."""
+    total = 0
+    for i in range(cl.n):
+        total += cl.frames[i]
+    if total == 0:
+        total = 1
+    start_hz, end_hz = 122, 98
+    vowels = []
+    t = 0
+    for i in range(cl.n):
+        c = cl.ph[i]
+        if c != _SIL and _kind(c) & P.VOWEL:
+            vowels.append((i, t + cl.frames[i] // 2))
+        t += cl.frames[i]
+    accented = [v for v in vowels if cl.stress[v[0]] == 2]
+    if not accented:
+        accented = [v for v in vowels if cl.stress[v[0]]]
+    last_acc = accented[-1][0] if accented else -1
+    first_acc = accented[0][0] if accented else -1
+    anchors = cl.anchors
+    anchors.append((0, start_hz - 4))
+    for i, mid in vowels:
+        base = start_hz + (end_hz - start_hz) * mid // total
+        if end == "?" and i == last_acc:
+            hz = base - 4
+        elif cl.stress[i] == 2:
+            hz = base + (26 if i == first_acc else 16)
+        elif cl.stress[i] == 1:
+            hz = base + 6
+        else:
+            hz = base - 4
+        anchors.append((mid, hz))
+    if end == "?":
+        anchors.append((total, 165))
+    elif end == ",":
+        anchors.append((total, end_hz + 4))
+    else:
+        anchors.append((total, end_hz - 18))

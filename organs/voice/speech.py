@@ -1,0 +1,342 @@
+# The speech audio job: text -> clauses -> phonemes -> frames -> PCM, one block at a time.
+#
+# Speech(text).fill(buf) writes 16-bit little-endian mono samples into buf and returns the
+# byte count (0 when finished); stop() ends it at once. RAM: one clause's phoneme plan
+# and the synthesizer's two small arrays; the utterance never exists as audio in RAM.
+
+from array import array
+
+from . import phonemes as P
+from . import prosody
+from .klatt import FRAME, Synth
+from .lts import Pronouncer
+from .text import clauses
+
+_SIL = prosody._SIL
+_F4, _F5, _B4, _B5 = 3300, 3850, 250, 200
+_FNP = 270
+
+# Burst length in frames at the end of a stop (p b t d k g).
+_BURST = {"p": 1, "b": 1, "t": 2, "d": 2, "k": 3, "g": 3}
+# Top parallel band centre for each fricative or burst.
+_F5P = {"s": 4700, "z": 4700, "T": 4400, "D": 4400, "t": 4400, "d": 4400}
+_DEFAULT_F5P = 3900
+
+
+def _weight(kind):
+    if kind & P.VOWEL:
+        return 1
+    if kind & P.ASPIR:
+        return 0
+    if kind & P.GLIDE:
+        return 3
+    return 2
+
+
+def _trans_ms(kind, other):
+    """Milliseconds a phoneme of `kind` spends moving to its target next to `other`."""
+    if kind & P.VOWEL:
+        if other & P.STOP:
+            return 50
+        if other & P.GLIDE:
+            return 70
+        if other & (P.NASAL | P.FRIC):
+            return 40
+        if other & P.VOWEL:
+            return 50
+        return 0
+    if kind & P.GLIDE:
+        return 45
+    if kind & (P.NASAL | P.FRIC):
+        return 15
+    return 0
+
+
+class Speech:
+    """Audio job speaking `text` (str or UTF-8 bytes, up to a few hundred bytes)."""
+
+    def __init__(self, text, rate=11025, viper=True):
+        if not isinstance(rate, int) or not 8000 <= rate <= 22050:
+            raise ValueError("rate must be an int from 8000 to 22050 Hz, got %r" % (rate,))
+        self.rate = rate
+        self._syn = Synth(rate, viper)
+        self._syn.set_gain(_GAIN)
+        self._pr = None
+        self._clauses = clauses(text)
+        self._next = None
+        self._first = True
+        self._frames = None
+        self._left = 0
+        self._done = False
+        self._fr = [0] * 5
+        self._bw = [0] * 5
+        self._par = [0] * 6
+        self._tg = [0] * 9  # scratch: start target F1-3, end target F1-3, boundary F1-3
+        self._bl = [0] * 3
+        self._br = [0] * 3
+
+    def stop(self):
+        """End the speech now: the next fill() returns 0."""
+        self._finish()
+
+    def _finish(self):
+        self._done = True
+        self._frames = None
+        self._clauses = None
+        if self._pr is not None:
+            self._pr.close()
+            self._pr = None
+
+    def fill(self, buf):
+        """Render the next block into buf (bytearray, even length); bytes written, 0 at end."""
+        if self._done:
+            return 0
+        n = len(buf) // 2
+        pos = 0
+        syn = self._syn
+        while pos < n:
+            if self._left == 0:
+                if not self._next_frame():
+                    break
+            k = self._left
+            if k > n - pos:
+                k = n - pos
+            syn.render(buf, pos, k)
+            pos += k
+            self._left -= k
+        return pos * 2
+
+    def _next_clause(self):
+        """Plan the next clause (one clause of lookahead tells whether this one is last)."""
+        try:
+            if self._pr is None:
+                self._pr = Pronouncer()
+            if self._next is None:
+                self._next = next(self._clauses, None)
+            cur = self._next
+            if cur is None:
+                return None
+            self._next = next(self._clauses, None)
+            cl = prosody.plan(cur[0], cur[1], self._pr, self.rate, self._first, self._next is None)
+            self._first = False
+            return cl
+        except Exception as e:  # noqa: BLE001 - a voice must never crash the organ
+            _report(e)
+            return None
+
+    def _next_frame(self):
+        while True:
+            if self._frames is None:
+                cl = self._next_clause()
+                if cl is None:
+                    self._finish()
+                    return False
+                self._frames = self._frame_gen(cl)
+            try:
+                next(self._frames)
+            except StopIteration:
+                self._frames = None
+                continue
+            except Exception as e:  # noqa: BLE001
+                _report(e)
+                self._finish()
+                return False
+            self._left = FRAME
+            return True
+
+    # -- per-frame parameters ----------------------------------------------------------
+
+    def _targets(self, cl, i, out, off, end):
+        """F1..F3 target of phoneme i (its end target when `end`) into out[off:off+3]."""
+        c = cl.ph[i]
+        if c == _SIL:
+            return False
+        kind = P.PARAMS[c * P.NFIELD]
+        if kind & P.ASPIR:
+            # /h/ is a voiceless copy of what follows
+            j = i + 1
+            if j < cl.n and cl.ph[j] != _SIL:
+                return self._targets(cl, j, out, off, False)
+            base = P.index("x") * P.NFIELD
+        else:
+            base = c * P.NFIELD
+        f = P.PARAMS
+        if end and f[base + P.F1E]:
+            out[off] = f[base + P.F1E]
+            out[off + 1] = f[base + P.F2E]
+            out[off + 2] = f[base + P.F3E]
+        else:
+            out[off] = f[base + P.F1]
+            out[off + 1] = f[base + P.F2]
+            out[off + 2] = f[base + P.F3]
+        if kind & P.VELAR:
+            # velar place moves with the vowel beside it ("velar pinch" of F2 and F3)
+            j = i + 1 if i + 1 < cl.n and cl.ph[i + 1] != _SIL else i - 1
+            if 0 <= j < cl.n and cl.ph[j] != _SIL and P.PARAMS[cl.ph[j] * P.NFIELD] & P.VOWEL:
+                vb = cl.ph[j] * P.NFIELD
+                f2 = f[vb + P.F2] * 11 // 10
+                if f2 < 1300:
+                    f2 = 1300
+                out[off + 1] = f2
+                out[off + 2] = f2 + 500 if f[vb + P.F3] < f2 + 500 else f[vb + P.F3]
+        return True
+
+    def _boundary(self, cl, a, b, out):
+        """Formant values at the boundary between phonemes a and b into out[0:3]."""
+        tg = self._tg
+        ha = 0 <= a < cl.n and self._targets(cl, a, tg, 0, True)
+        hb = 0 <= b < cl.n and self._targets(cl, b, tg, 3, False)
+        if not ha and not hb:
+            out[0], out[1], out[2] = 500, 1500, 2500
+            return
+        if not ha:
+            out[0], out[1], out[2] = tg[3], tg[4], tg[5]
+            return
+        if not hb:
+            out[0], out[1], out[2] = tg[0], tg[1], tg[2]
+            return
+        wa = _weight(P.PARAMS[cl.ph[a] * P.NFIELD])
+        wb = _weight(P.PARAMS[cl.ph[b] * P.NFIELD])
+        if wa + wb == 0:
+            wa = wb = 1
+        for j in range(3):
+            out[j] = (tg[j] * wa + tg[3 + j] * wb) // (wa + wb)
+
+    def _frame_gen(self, cl):
+        syn = self._syn
+        fr, bw, par, tg = self._fr, self._bw, self._par, self._tg
+        bl, br = self._bl, self._br
+        fr[3], fr[4], bw[3], bw[4] = _F4, _F5, _B4, _B5
+        anchors = cl.anchors
+        ai = 0
+        t = 0
+        ms_per_frame = FRAME * 1000 // self.rate
+        for i in range(cl.n):
+            c = cl.ph[i]
+            n = cl.frames[i]
+            if c == _SIL:
+                par[0] = par[1] = par[2] = par[3] = par[4] = 0
+                par[5] = _DEFAULT_F5P
+                for k in range(n):
+                    syn.set_frame(0, 0, 0, 0, fr, bw, _FNP, _FNP, par)
+                    t += 1
+                    yield
+                continue
+            base = c * P.NFIELD
+            f = P.PARAMS
+            kind = f[base]
+            code = P.CODES[c]
+            prv = cl.ph[i - 1] if i > 0 else _SIL
+            nxt = cl.ph[i + 1] if i + 1 < cl.n else _SIL
+            pkind = f[prv * P.NFIELD] if prv != _SIL else 0
+            nkind = f[nxt * P.NFIELD] if nxt != _SIL else 0
+            self._boundary(cl, i - 1, i, bl)
+            self._boundary(cl, i, i + 1, br)
+            h = kind & P.ASPIR
+            tin = _trans_ms(kind, pkind) // ms_per_frame
+            tout = _trans_ms(kind, nkind) // ms_per_frame
+            if h:
+                tin = tout = 0
+            if tin > n // 2:
+                tin = n // 2
+            if tout > n - tin:
+                tout = n - tin
+            self._targets(cl, i, tg, 0, False)
+            self._targets(cl, i, tg, 3, True)
+            bw[0] = f[base + P.B1]
+            bw[1] = f[base + P.B2]
+            bw[2] = f[base + P.B3]
+            av = f[base + P.AV]
+            af = f[base + P.AF]
+            ah = f[base + P.AH]
+            if kind & P.VOWEL:
+                if cl.stress[i] == 2:
+                    av += 2
+                elif cl.stress[i] == 0:
+                    av -= 2
+            if cl.flags[i] & prosody.FINAL_SYL:
+                av -= 3
+            fnz = 450 if kind & P.NASAL else _FNP
+            nb = 0
+            if kind & P.STOP:
+                nb = n * 2 // 3 if kind & P.AFFRIC else _BURST.get(code, 1)
+                if nb > n:
+                    nb = n
+            par5 = _F5P.get(code, _DEFAULT_F5P)
+            asp = cl.asp[i]
+            onset = prv == _SIL or not pkind & P.VOICED
+            offset = nxt == _SIL
+            for k in range(n):
+                # formants: boundary -> target -> boundary
+                for j in range(3):
+                    tgt = tg[j] + (tg[3 + j] - tg[j]) * k // n
+                    if k < tin:
+                        v = bl[j] + (tgt - bl[j]) * (2 * k + 1) // (2 * tin)
+                    elif n - 1 - k < tout:
+                        v = br[j] + (tgt - br[j]) * (2 * (n - k) - 1) // (2 * tout)
+                    else:
+                        v = tgt
+                    fr[j] = v
+                # pitch
+                while ai + 1 < len(anchors) and anchors[ai + 1][0] <= t:
+                    ai += 1
+                if ai + 1 < len(anchors):
+                    t0, h0 = anchors[ai]
+                    t1, h1 = anchors[ai + 1]
+                    f0 = h0 + (h1 - h0) * (t - t0) // (t1 - t0) if t1 > t0 else h1
+                else:
+                    f0 = anchors[ai][1]
+                # sources
+                a_v, a_h, a_f = av, ah, af
+                p_on = True
+                if kind & P.STOP:
+                    if k < n - nb:
+                        a_f = 0
+                        p_on = False
+                        if not kind & P.VOICED:
+                            a_v = 0
+                        elif k > (n - nb) * 2 // 3:
+                            a_v = 0
+                    elif kind & P.VOICED and not kind & P.AFFRIC:
+                        a_v = av + 6
+                if k < asp:
+                    a_v = 0
+                    a_h = 56
+                    bw[0] = 250
+                elif asp and k == asp:
+                    bw[0] = f[base + P.B1]
+                if h:
+                    bw[0] = 300
+                if a_v and k == 0 and onset:
+                    a_v -= 6
+                if a_v and offset and n - k <= 2:
+                    a_v -= 4 * (3 - (n - k))
+                if p_on:
+                    par[0] = f[base + P.A2]
+                    par[1] = f[base + P.A3]
+                    par[2] = f[base + P.A4]
+                    par[3] = f[base + P.A5]
+                    par[4] = f[base + P.AB]
+                else:
+                    par[0] = par[1] = par[2] = par[3] = par[4] = 0
+                par[5] = par5
+                syn.set_frame(f0, a_v, a_h, a_f, fr, bw, _FNP, fnz, par)
+                t += 1
+                yield
+
+
+_GAIN = 4096
+
+
+def _report(e):
+    try:
+        import sys
+
+        sys.print_exception(e)
+    except Exception:
+        try:
+            import traceback
+
+            traceback.print_exception(e)
+        except Exception:
+            pass
