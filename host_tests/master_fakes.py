@@ -211,6 +211,7 @@ class Rig:
         for p in ports:
             self.wire[p] = []
         self.events = []
+        self.trace = []  # ("m2o" | "o2m", port, frame type) in order
         self.organs = {}
         self.reg = Registry(list(ports), self._send, self._emit)
         self.sched = Scheduler(self.reg.owner, self._send)
@@ -223,6 +224,7 @@ class Rig:
 
     def _send(self, port, f):
         self.wire[port].append(bytes(f))
+        self.trace.append(("m2o", port, f[2]))
         o = self.organs.get(port)
         if o is not None and o.alive:
             o.decoder.feed(f, self.now)
@@ -240,6 +242,8 @@ class Rig:
         return organ
 
     def feed(self, port, data):
+        if len(data) > 2:
+            self.trace.append(("o2m", port, data[2]))
         self.reg.feed(port, data, self.now)
 
     def advance(self, ms, step=10):
