@@ -202,7 +202,7 @@ class AudioOut:
         self._mute = mute
         self._writer = writer
         self._cut = False
-        self._log = log
+        self.log = log
         self.poll_ms = poll_ms
         self.on_done = None
         self.played = 0  # bytes written to the stream
@@ -260,7 +260,7 @@ class AudioOut:
                     self.played += n
             except Exception as e:
                 status = 1
-                self._log(
+                self.log(
                     '{"event": "audio_error", "name": %s, "error": %s}'
                     % (json.dumps(name), json.dumps("%s: %s" % (type(e).__name__, e)))
                 )

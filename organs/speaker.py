@@ -79,6 +79,7 @@ class SpeakerOrgan:
             handlers["announce"] = self.announce
         self.organ = Organ(speaker_descriptor(voice is not None, module_id), handlers, log=log)
         audio.on_done = self.organ.finish
+        audio.log = log
 
     def chime(self, values, text, now):
         return 0 if self.audio.submit(Chime(self.rate), "chime") else 1
