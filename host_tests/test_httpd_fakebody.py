@@ -1,10 +1,9 @@
-# A scripted stand-in for master.body.Body (section 9 organs) for the links tests; also runs as a server on the unix port.
+# A scripted stand-in for master.body.Body (section 9 organs) for the links tests, and a CPython server thread around it.
 #
 # It keeps the Body facade's contract (docs/DESIGN.md): menu() of the online organs,
 # execute(plan, on_accept) -> (200 report | 422 problems | 400), speak_ready(). Its checks
 # are a small subset of the master's validation, enough to exercise the links honestly.
 import json
-import sys
 
 try:
     import asyncio
@@ -133,38 +132,6 @@ class FakeBody:
         return 200, {"ok": ok, "steps": out, "notes": notes}
 
 
-async def serve_fake(port, token=None, play_ms=150):
-    """Master links (MCP, Body Protocol, /menu /plan) over a FakeBody, plus POST /_fake control."""
-    from master import bodyproto, httpd, mcp
-
-    body = FakeBody(play_ms=play_ms)
-
-    async def menu(req):
-        return 200, body.menu(), None
-
-    async def fake(req):
-        # {"online": [...]} sets the online organs; {"script": {...}} sets step outcomes;
-        # the answer is what the fake has "sent" so far.
-        m = req.json or {}
-        if "online" in m:
-            body.online = list(m["online"])
-        if "script" in m:
-            body.script = dict(m["script"])
-        return 200, {"commands": body.commands, "plans": len(body.executed)}, None
-
-    async def plan_route(req):
-        code, out = await body.execute(req.body)
-        return code, out, None
-
-    routes = {("GET", "/menu"): menu, ("POST", "/plan"): plan_route, ("POST", "/_fake"): fake}
-    routes.update(mcp.routes(body))
-    routes.update(bodyproto.routes(body))
-    cfg = {"token": token, "rate_per_s": 50, "rate_burst": 200}
-    srv = await httpd.serve(routes, "127.0.0.1", port, cfg)
-    print(json.dumps({"event": "http", "host": "127.0.0.1", "port": srv.port}))
-    return srv
-
-
 def test_fake_body_menu_and_refusal():
     b = FakeBody()
     names = [c["name"] for c in b.menu()["capabilities"]]
@@ -228,19 +195,3 @@ class ServerThread:
 
         self.loop.call_soon_threadsafe(_stop)
         self.thread.join(5)
-
-
-def _main():
-    port = int(sys.argv[1])
-    token = sys.argv[2] if len(sys.argv) > 2 and sys.argv[2] else None
-
-    async def run():
-        await serve_fake(port, token)
-        while True:
-            await asyncio.sleep(3600)
-
-    asyncio.run(run())
-
-
-if __name__ == "__main__":
-    _main()

@@ -31,6 +31,9 @@ DEFAULTS = {
     "max_conns_per_client": 3,  # connections served at once for one client address
     "rate_per_s": 10,  # requests per second per client address, sustained
     "rate_burst": 30,  # requests per client address in a burst
+    # Never rate limited: loopback, where only the simulation's own tools live (a board
+    # has no local HTTP client). Set () to limit loopback too (the tests do).
+    "rate_exempt": ("127.0.0.1",),
     "header_timeout_ms": 3000,  # whole head must arrive within this after accept
     "body_timeout_ms": 3000,  # whole body must arrive within this after the head
     "write_timeout_ms": 5000,  # response must be taken by the client within this
@@ -307,7 +310,7 @@ class HttpServer:
         except asyncio.TimeoutError:
             await self._send(writer, 408, {"error": "request head not received in time"})
             return
-        wait = self.limiter.take(addr, _ticks())
+        wait = 0 if addr in cfg["rate_exempt"] else self.limiter.take(addr, _ticks())
         if wait:
             raise HttpError(
                 429,

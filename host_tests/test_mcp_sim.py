@@ -1,0 +1,179 @@
+# End to end: the MCP SDK client, Body Protocol and a slowloris against the virtual body (master on the unix port).
+import asyncio
+import socket
+import sys
+import time
+
+import pytest
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+
+from support import ROOT
+
+sys.path.insert(0, ROOT + "/tools")
+import sim  # noqa: E402
+
+PLAN = {
+    "heard_req": 0,
+    "steps": [{"task_id": "t1", "action": "led_on", "params": {}, "priority": 5, "depends_on": []}],
+    "can_execute": True,
+    "missing": [],
+    "response": "",
+}
+
+
+@pytest.fixture(scope="module")
+def body(tmp_path_factory):
+    b = sim.Body(out_dir=str(tmp_path_factory.mktemp("sim"))).start()
+    try:
+        assert b.wait_http(15), "the master's HTTP port did not open"
+        got = b.wait_menu(["led_on", "led_off", "led_blink", "chime"], 20)
+        assert got and "led_on" in got and "chime" in got, got
+        yield b
+    finally:
+        b.stop()
+
+
+def mcp_url(b):
+    return "http://%s:%d/mcp" % b.http
+
+
+def call(coro):
+    return asyncio.run(coro)
+
+
+def test_mcp_lists_the_menu_and_runs_led_on(body):
+    async def go():
+        async with Client(mcp_url(body)) as c:
+            tools = (await c.list_tools()).tools
+            m = body.mark()
+            r = await c.call_tool("led_on", {})
+            return tools, r, m
+
+    tools, r, m = call(go())
+    menu = body.menu()
+    assert [(t.name, t.description) for t in tools] == [
+        (c["name"], c["description"]) for c in menu["capabilities"]
+    ], "tools are the live menu"
+    blink = [t for t in tools if t.name == "led_blink"][0].input_schema
+    assert blink["properties"]["count"] == {"type": "integer", "minimum": 1, "maximum": 20}, blink
+    assert not r.is_error and r.content[0].text.startswith("led_on: done"), r
+    on = body.wait_for(lambda e: e["src"] == "led" and e.get("event") == "pin", 3, m)
+    assert on is not None and on["value"] == 1, "the LED pin went on: %r" % on
+
+
+def test_mcp_unknown_tool_lists_the_tools(body):
+    async def go():
+        async with Client(mcp_url(body)) as c:
+            with pytest.raises(MCPError) as e:
+                await c.call_tool("led_disco", {})
+            return e.value.error
+
+    err = call(go())
+    names = [c["name"] for c in body.menu()["capabilities"]]
+    assert err.code == -32602 and "led_disco" in err.message, err
+    assert "available tools: " + ", ".join(names) in err.message, err.message
+
+
+def test_mcp_out_of_range_is_forwarded_and_clamped(body):
+    async def go():
+        async with Client(mcp_url(body)) as c:
+            off = await c.call_tool("led_off", {})
+            assert not off.is_error, off
+            await asyncio.sleep(0.2)  # the pin log is tailed every 50 ms
+            m = body.mark()
+            r = await c.call_tool("led_blink", {"count": 2, "period_ms": 20})
+            return r, m
+
+    r, m = call(go())
+    text = r.content[0].text
+    assert not r.is_error, text
+    assert "period_ms" in text and "20" in text, "the result notes the out-of-range value: " + text
+
+    def is_up(e):
+        return e["src"] == "led" and e.get("event") == "pin" and e["value"] == 1
+
+    first = body.wait_for(is_up, 3, m)
+    assert first is not None, "the LED blinked"
+    body.wait_for(is_up, 3, body.events.index(first) + 1)  # the pin log is tailed, not instant
+    pins = body.select(lambda e: e["src"] == "led" and e.get("event") == "pin", m)
+    ups = [e["t_ms"] for e in pins if e["value"] == 1]
+    assert len(ups) >= 2, "two blinks happened: %r" % pins
+    assert ups[1] - ups[0] >= 90, "the organ clamped the period to >= 100 ms: %r" % ups
+
+
+def test_body_protocol_on_the_virtual_body(body):
+    names = [c["name"] for c in body.menu()["capabilities"]]
+    code, out = body.request("POST", "/status", {})
+    assert code == 200 and out == {"online": "speak" in names}, (code, out, names)
+    code, out = body.request("POST", "/look", {"question": "who is there?"})
+    assert code == 200 and "no camera" in out["text"], out
+    code, out = body.request("POST", "/express", {"emotion": "happy"})
+    assert code == 501 and "happy" in out["error"], (code, out)
+    if "speak" in names:
+        code, out = body.request("POST", "/speak", {"text": "Hello."})
+        # 2xx only once the organ accepted; otherwise the master's reason, never a fake 200.
+        assert code == 200 and out == {} or code >= 500 and "speak failed" in out["error"], (
+            code,
+            out,
+        )
+
+
+def test_slowloris_does_not_delay_a_plan_on_the_unix_port_master(body):
+    def plan_ms():
+        t0 = time.monotonic()
+        code, out = body.request("POST", "/plan", PLAN)
+        assert code == 200 and out["ok"], (code, out)
+        return (time.monotonic() - t0) * 1000
+
+    base = min(plan_ms() for _ in range(3))
+    held = []
+    for _ in range(2):
+        k = socket.create_connection(body.http, timeout=5)
+        k.sendall(b"POST /plan HTTP/1.1\r\nContent-Length: 400\r\n")
+        held.append(k)
+    try:
+        with_slow = []
+        for _ in range(3):
+            for k in held:
+                k.sendall(b"X-Drip: 1\r\n")
+            with_slow.append(plan_ms())
+            time.sleep(0.05)
+    finally:
+        for k in held:
+            k.close()
+    assert min(with_slow) - base < 100, "base %.1f ms, with slowloris %r" % (base, with_slow)
+
+
+def test_unplugged_organs_leave_the_tools_and_status(body):
+    body.unplug("led")
+    body.unplug("speaker")
+    try:
+        ev = body.wait_for(
+            lambda e: e.get("event") == "offline" and e.get("module_id") == "SPK_001", 25
+        )
+        assert ev is not None, "the speaker went offline within 15 s (+ slack)"
+        ev = body.wait_for(
+            lambda e: e.get("event") == "offline" and e.get("module_id") == "LED_001", 5
+        )
+        assert ev is not None, "the LED organ went offline"
+
+        async def go():
+            async with Client(mcp_url(body)) as c:
+                tools = [t.name for t in (await c.list_tools()).tools]
+                with pytest.raises(MCPError) as e:
+                    await c.call_tool("led_on", {})
+                return tools, e.value.error
+
+        tools, err = call(go())
+        assert tools == [], "no organ online, no tools: %r" % tools
+        assert "no organ is online" in err.message, err.message
+        code, out = body.request("POST", "/status", {})
+        assert (code, out) == (200, {"online": False}), (code, out)
+        code, out = body.request("POST", "/speak", {"text": "anyone?"})
+        assert code == 503 and "speaker" in out["error"], (code, out)
+    finally:
+        body.replug("led")
+        body.replug("speaker")
+    got = body.wait_menu(["led_on"], 20)
+    assert got and "led_on" in got, "the LED organ came back: %r" % got
