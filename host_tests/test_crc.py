@@ -123,3 +123,21 @@ def test_fast_path_is_not_bytecode_on_micropython():
         assert crc16 is not crc16_pure, "crc16 is the pure path on MicroPython"
     else:
         assert crc16 is crc16_pure or crc16(b"123456789") == 0x4B37, "CPython path is broken"
+
+
+def test_empty_buffers_of_every_kind():
+    # an empty buffer may have no storage at all: the fast path must not touch it
+    for buf in (b"", bytearray(), memoryview(b""), memoryview(bytearray(4))[2:2]):
+        assert crc16(buf) == 0xFFFF, "crc16 of an empty %s" % type(buf).__name__
+        assert crc16(buf, 0x1234) == 0x1234, "crc16 of an empty %s keeps crc" % type(buf).__name__
+
+
+def test_raw_fast_path():
+    from crc16 import TABLE, crc16_raw
+
+    data = _rand_bytes(300, 77)
+    for a, b in ((0, 300), (1, 296), (7, 7), (9, 8), (0, 15), (0, 16), (0, 17), (3, 35)):
+        want = _bitwise(data[a:b]) if b > a else 0xFFFF
+        got = crc16_raw(0xFFFF, data, TABLE, a, b)
+        assert got == want, "crc16_raw over %d..%d gave 0x%04X, want 0x%04X" % (a, b, got, want)
+    assert crc16_raw(0xFFFF, b"", TABLE, 0, 0) == 0xFFFF, "crc16_raw of nothing"

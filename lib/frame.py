@@ -4,7 +4,8 @@ import sys
 import micropython
 from micropython import const
 
-from crc16 import crc16
+from crc16 import TABLE as _CRC_TABLE
+from crc16 import crc16, crc16_raw
 
 try:
     from time import ticks_diff
@@ -243,7 +244,9 @@ class Decoder:
                         return
                     if buf[need - 1] != EOF:
                         self.bad_eof += 1
-                    elif crc16(buf, 0xFFFF, 1, need - 3) != (buf[need - 3] << 8) | buf[need - 2]:
+                    elif crc16_raw(0xFFFF, buf, _CRC_TABLE, 1, need - 3) != (
+                        (buf[need - 3] << 8) | buf[need - 2]
+                    ):
                         self.crc_errors += 1
                     else:
                         self.frames += 1

