@@ -160,6 +160,7 @@ class BoardProc:
             )
             err.close()
             proc = self.proc
+        self._emit({"event": "started", "pid": proc.pid, "boot": self.boots})
         threading.Thread(target=self._read_stdout, args=(proc,), daemon=True).start()
         threading.Thread(target=self._read_stderr, args=(proc,), daemon=True).start()
         return self
@@ -311,7 +312,8 @@ class Body:
 
     # -- set-up --------------------------------------------------------------------------------
 
-    def start(self):
+    def start(self, boot=None):
+        """Builds the cables and starts the board processes named in boot (default: all)."""
         ext_master = "master0" in self.external or "master1" in self.external
         for organ in ("led", "speaker"):
             n = MASTER_UART[organ]
@@ -348,12 +350,16 @@ class Body:
                 heap_report_ms=self.heap_report_ms,
             )
         for b in self.boards.values():
-            b.start()
             self.tails.append(PinLogTail(b.pinlog, lambda d, r=b.role: self._pin_line(r, d)))
+            if boot is None or b.role in boot:
+                b.start()
         return self
 
     def start_board(self, role):
-        self.boards[role].start()
+        """Starts (boots) one board process; returns the monotonic time it was started."""
+        t = time.monotonic()
+        self.board(role).start()
+        return t
 
     def stop(self):
         if self.stopped:
@@ -667,6 +673,8 @@ class Console:
         if name == "exit":
             how = "stopped" if ev.get("expected") else "EXITED"
             return "%s process %s (code %s)" % (src, how, ev.get("code"))
+        if name == "started":
+            return "%s process started (pid %s)" % (src, ev.get("pid"))
         if name == "reboot":
             return "%s called machine.reset(): rebooting" % src
         if src == "bus":
@@ -702,6 +710,8 @@ class Console:
             self.print_menu(m)
 
     def print_menu(self, m):
+        if isinstance(m, dict):
+            self.last_menu = [c.get("name") for c in m.get("capabilities", [])]
         if not isinstance(m, dict):
             self.emit("menu", "menu: %s" % m, menu=m)
             return

@@ -1,0 +1,114 @@
+# Helpers of the end-to-end tests: the virtual body (tools/sim.py) and a wire tap that decodes frames.
+import os
+import struct
+import sys
+import threading
+import wave
+from collections import Counter
+
+from support import ROOT
+
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+
+import sim  # noqa: E402  (tools/sim.py)
+import frame  # noqa: E402  (lib/)
+import command  # noqa: E402
+
+LED = ["led_blink", "led_off", "led_on"]
+SPEAKER_MIN = ["chime"]  # speak/announce too when the voice is installed
+ALL_MIN = LED + SPEAKER_MIN
+
+
+class Tap:
+    """Decodes the frames one direction of a cable delivered (after faults), with times."""
+
+    def __init__(self, wire, delivered=True):
+        self.frames = []  # (monotonic t, type, payload bytes)
+        self.lock = threading.Lock()
+        self.t = 0.0
+        self.dec = frame.Decoder(self._on_frame)
+        (wire.delivered_taps if delivered else wire.taps).append(self._feed)
+
+    def _feed(self, t, data):
+        with self.lock:
+            self.t = t
+            self.dec.feed(data, int(t * 1000))
+
+    def _on_frame(self, ftype, payload, n):
+        self.frames.append((self.t, ftype, bytes(payload[:n])))
+
+    def commands(self, t0=0.0, t1=float("inf")):
+        with self.lock:
+            return [
+                command.command_name(p, len(p))
+                for t, ft, p in self.frames
+                if ft == frame.COMMAND and t0 <= t <= t1
+            ]
+
+    def count(self, ftype, first_byte=None):
+        with self.lock:
+            return sum(
+                1
+                for _, ft, p in self.frames
+                if ft == ftype and (first_byte is None or (p and p[0] == first_byte))
+            )
+
+    def events_ok(self):
+        """Names of continuous abilities whose EVENT said completed (status 0)."""
+        out = Counter()
+        with self.lock:
+            for _, ft, p in self.frames:
+                if ft == frame.EVENT:
+                    kind, name, status = command.decode_event(p, len(p))
+                    if status == 0:
+                        out[name] += 1
+        return out
+
+
+def one_step(action, **params):
+    return plan_of([(action, params)])
+
+
+def plan_of(steps, chain=False):
+    out = []
+    for i, (action, params) in enumerate(steps):
+        deps = ["t%d" % i] if chain and i else []
+        out.append(
+            {
+                "task_id": "t%d" % (i + 1),
+                "action": action,
+                "params": params,
+                "priority": 5,
+                "depends_on": deps,
+            }
+        )
+    return {
+        "heard_req": 0,
+        "steps": out,
+        "can_execute": True,
+        "missing": [],
+        "response": "",
+    }
+
+
+def counters_sum(obj, key):
+    """Sum of every value named `key` anywhere in a JSON object (status shapes may grow)."""
+    if isinstance(obj, dict):
+        return sum(
+            (v if k == key and isinstance(v, int) else counters_sum(v, key)) for k, v in obj.items()
+        )
+    if isinstance(obj, list):
+        return sum(counters_sum(v, key) for v in obj)
+    return 0
+
+
+def wav_stats(path):
+    """(seconds, rms) of a 16-bit mono WAV file."""
+    with wave.open(path, "rb") as w:
+        assert w.getsampwidth() == 2 and w.getnchannels() == 1, "%s: not 16-bit mono" % path
+        n = w.getnframes()
+        rate = w.getframerate()
+        data = w.readframes(n)
+    samples = struct.unpack("<%dh" % n, data[: 2 * n])
+    rms = (sum(s * s for s in samples) / n) ** 0.5 if n else 0.0
+    return n / rate, rms
