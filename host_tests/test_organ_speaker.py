@@ -44,7 +44,7 @@ class FakeWriter:
         self.pcm.extend(buf)
 
     async def drain(self):
-        await _sleep0()
+        await asyncio.sleep(0.001)  # a DMA buffer takes a while
 
 
 class FakeSpeech:
@@ -108,12 +108,12 @@ class Rig:
         return [decode_event(p) for (ty, p) in self.sent if ty == frame.EVENT]
 
     def play(self, until_events, stop_after_bytes=-1):
-        """Runs the audio task until `until_events` EVENTs went out (or 2000 yields)."""
+        """Runs the audio task until `until_events` EVENTs went out (or 3 s)."""
 
         async def main():
             task = asyncio.create_task(self.audio.run())
-            for _ in range(2000):
-                await _sleep0()
+            for _ in range(3000):
+                await asyncio.sleep(0.001)
                 if 0 <= stop_after_bytes <= len(self.writer.pcm):
                     self.audio.stop()
                     stop_after_bytes_done[0] = True
@@ -301,4 +301,15 @@ def test_amplifier_is_unmuted_only_while_playing():
     r.command("chime")
     r.play(1)
     assert states == [True, False, True], "unmuted for the job, muted after: %r" % states
-    assert _samples(r.writer.pcm)[-256:] == [0] * 256, "a block of silence before muting"
+
+
+def test_event_waits_until_the_audio_has_played():
+    import time
+
+    r = Rig()
+    r.audio._rate = RATE  # keep the play clock, as on a board
+    r.command("chime")
+    t0 = time.time()
+    assert r.play(1) == [(1, "chime", 0)], r.events()
+    took = time.time() - t0
+    assert 0.65 <= took < 1.5, "EVENT after the chime has played (0.7 s), took %.3f s" % took

@@ -7,6 +7,21 @@ import micropython
 from micropython import const
 
 try:
+    from time import ticks_add, ticks_diff, ticks_us
+except ImportError:  # CPython host
+    import time
+
+    def ticks_us():
+        return int(time.monotonic() * 1000000)
+
+    def ticks_add(a, d):
+        return a + d
+
+    def ticks_diff(a, b):
+        return a - b
+
+
+try:
     import asyncio
 
     _sleep_ms = asyncio.sleep_ms
@@ -186,10 +201,15 @@ class AudioOut:
 
     submit(job, name) -> False when the queue is full (the organ answers 1). When a job ends,
     on_done(name, status) is called: 0 when it played out, 1 when stopped or failed.
+    With `rate` given, "played out" means heard: the stream's DMA buffer still holds audio
+    when the last write returns, so the task keeps a play clock (the time the written audio
+    ends) and waits for it before reporting; without `rate` (a test writer) it reports at once.
     mute(bool), if given, drives the amplifier's SD pin: unmuted while jobs play.
     """
 
-    def __init__(self, i2s, block=1024, slots=4, mute=None, poll_ms=10, writer=None, log=print):
+    def __init__(
+        self, i2s, block=1024, slots=4, mute=None, poll_ms=10, writer=None, rate=None, log=print
+    ):
         if block % 64:
             raise ValueError("block must be a multiple of 64 bytes")
         self._i2s = i2s
@@ -202,6 +222,8 @@ class AudioOut:
         self._mute = mute
         self._writer = writer
         self._cut = False
+        self._rate = rate
+        self._end_us = ticks_us()  # when the audio written so far has played
         self.log = log
         self.poll_ms = poll_ms
         self.on_done = None
@@ -235,6 +257,12 @@ class AudioOut:
             self._cut = True
             self._jobs[self._head].stop()
 
+    def _clock(self, n):
+        # The written audio ends n/2 samples after the later of now and the previous end.
+        now = ticks_us()
+        start = self._end_us if ticks_diff(self._end_us, now) > 0 else now
+        self._end_us = ticks_add(start, (n >> 1) * 1000000 // self._rate)
+
     async def run(self):
         sw = self._writer
         if sw is None:
@@ -258,6 +286,8 @@ class AudioOut:
                     sw.write(buf if n == size else mv[:n])
                     await sw.drain()
                     self.played += n
+                    if self._rate:
+                        self._clock(n)
             except Exception as e:
                 status = 1
                 self.log(
@@ -266,15 +296,14 @@ class AudioOut:
                 )
             if self._cut:
                 status = 1
+            if self._rate:
+                left = ticks_diff(self._end_us, ticks_us()) // 1000
+                if left > 0:
+                    await _sleep_ms(left)
             self._jobs[self._head] = self._names[self._head] = None
             self._head = (self._head + 1) % len(self._jobs)
             self._n -= 1
             if not self._n and self._mute is not None:
-                # Let the DMA play out what it holds, in silence, before the amplifier sleeps.
-                for i in range(size):
-                    buf[i] = 0
-                sw.write(buf)
-                await sw.drain()
                 self._mute(True)
             if self.on_done is not None:
                 self.on_done(name, status)

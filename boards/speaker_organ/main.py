@@ -56,7 +56,7 @@ def make_audio(cfg):
         def mute(on):
             sd.value(0 if on else 1)
 
-    return AudioOut(i2s, block=s.get("block", 1024), mute=mute)
+    return AudioOut(i2s, block=s.get("block", 1024), mute=mute, rate=s.get("rate", 11025))
 
 
 def load_voice():
