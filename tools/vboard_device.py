@@ -51,29 +51,36 @@ def _getc():
     return b[0]
 
 
-def _print_exception(e):
+def _exception_text(e):
     # Drop the frame of this file from the traceback, so it reads as the board's would.
     s = io.StringIO()
     sys.print_exception(e, s)
     lines = s.getvalue().split("\n")
     keep = [ln for ln in lines if __file__ not in ln or not ln.startswith("  File ")]
-    _out("\n".join(keep).encode())
+    return "\n".join(keep).encode()
 
 
 def _execute(src, name, mode, mark=True):
-    """Compile and run; returns "reset" when the code asked for a soft reset (SystemExit)."""
+    """Compile and run. Returns (reset, error text): reset is True when the code asked for a soft
+    reset (SystemExit); the error text goes after stdout's end marker in the raw REPL."""
     if mark:
         _busy(True)
     try:
         exec(compile(src, name, mode), _globals)
     except SystemExit:
-        return "reset"
+        return True, b""
     except BaseException as e:  # noqa: B036 (KeyboardInterrupt is reported, like pyexec)
-        _print_exception(e)
+        return False, _exception_text(e)
     finally:
         if mark:
             _busy(False)
-    return None
+    return False, b""
+
+
+def _execute_friendly(src, name, mode, mark=True):
+    reset, err = _execute(src, name, mode, mark)
+    _out(err)
+    return reset
 
 
 def _run_file(path):
@@ -82,7 +89,7 @@ def _run_file(path):
             src = f.read()
     except OSError:
         return None
-    return _execute(src, path, "exec", False)
+    return _execute_friendly(src, path, "exec", False)
 
 
 def _soft_reset(raw):
@@ -116,10 +123,11 @@ def _raw_paste():
         if remain == 0:
             _out(b"\x01")
             remain = _PASTE_WINDOW
-    r = _execute(bytes(buf), "<stdin>", "exec")
+    reset, err = _execute(bytes(buf), "<stdin>", "exec")
     _out(b"\x04")
+    _out(err)
     _out(b"\x04")
-    return r
+    return reset
 
 
 def raw_repl():
@@ -135,7 +143,7 @@ def raw_repl():
                 if c == 1:
                     if len(line) == 2 and line[0] == 5:
                         if line[1] == ord("A"):
-                            if _raw_paste() == "reset":
+                            if _raw_paste():
                                 _soft_reset(True)
                             line = None
                         else:
@@ -154,10 +162,11 @@ def raw_repl():
                     if not line:
                         _out(b"\r\n")
                         _soft_reset(True)
-                    r = _execute(bytes(line), "<stdin>", "exec")
+                    reset, err = _execute(bytes(line), "<stdin>", "exec")
                     _out(b"\x04")
+                    _out(err)
                     _out(b"\x04")
-                    if r == "reset":
+                    if reset:
                         _soft_reset(True)
                     line = None
                     break
@@ -206,7 +215,8 @@ def _paste_mode():
             _out(b"\r\n=== ")
         elif c != 10:
             _out(bytes((c,)))
-    if _execute(bytes(buf).replace(b"\r\n", b"\n").replace(b"\r", b"\n"), "<stdin>", "exec"):
+    src = bytes(buf).replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    if _execute_friendly(src, "<stdin>", "exec"):
         _soft_reset(False)
 
 
@@ -242,7 +252,7 @@ def friendly_repl():
                     break
                 src += b"\n" + more
         if src.strip():
-            if _execute(src + b"\n", "<stdin>", "single") == "reset":
+            if _execute_friendly(src + b"\n", "<stdin>", "single"):
                 _soft_reset(False)
 
 
@@ -261,10 +271,10 @@ def main():
             __import__(name)
     _mount_flash()
     raw = os.getenv("ORGANBUS_VBOARD_MODE") == "raw"
-    if _run_file("boot.py") == "reset":
+    if _run_file("boot.py"):
         _soft_reset(raw)
     if not raw:
-        if _run_file("main.py") == "reset":
+        if _run_file("main.py"):
             _soft_reset(False)
     _busy(False)
     while True:
