@@ -5,9 +5,9 @@
 #   python tools/busdump.py -                  (stdin)
 #   python tools/busdump.py --port /dev/ttyUSB0 --baud 115200      (pyserial; Ctrl-C ends)
 #
-# Options: --raw / --timed force the format (otherwise sniffed), --descriptor HEX adds a
-# DESCRIPTOR payload whose capabilities decode COMMANDs (DESCRIPTORs in the capture are learnt
-# as they pass). The last line is {"counters": {...}}. Errors: one line on stderr, exit 2.
+# Options: --raw / --timed force the format (otherwise sniffed), --descriptor HEX|FILE adds a
+# DESCRIPTOR payload (hex, or a file holding it: the unix port cannot take an argument of 256+
+# bytes) whose capabilities decode COMMANDs; DESCRIPTORs in the capture are learnt as they pass. The last line is {"counters": {...}}. Errors: one line on stderr, exit 2.
 #
 # Output is written by hand, not by json.dumps: MicroPython keeps no dict order and formats
 # floats differently. f32 values print as the shortest decimal that reads back as the same
@@ -555,7 +555,7 @@ def _parse_args(argv):
             opts["fmt"] = a[2:]
         elif a in ("-h", "--help"):
             raise UsageError(
-                "usage: busdump.py [FILE|-] [--raw|--timed] [--descriptor HEX]... "
+                "usage: busdump.py [FILE|-] [--raw|--timed] [--descriptor HEX|FILE]... "
                 "| --port DEV [--baud N]"
             )
         elif a.startswith("--"):
@@ -570,11 +570,20 @@ def _parse_args(argv):
     return opts
 
 
-def _capabilities(hexes):
+def _descriptor_hex(arg):
+    # a file holding the hex (the unix port dies on an argv word of 256+ bytes), or the hex itself
+    try:
+        with open(arg) as f:
+            return "".join(f.read().split())
+    except OSError:
+        return arg
+
+
+def _capabilities(args):
     caps = []
-    for h in hexes:
+    for a in args:
         try:
-            d = descriptor.decode_descriptor(bytes.fromhex(h))
+            d = descriptor.decode_descriptor(bytes.fromhex(_descriptor_hex(a)))
         except ValueError as e:
             raise UsageError("--descriptor: %s" % e)
         caps.extend(d["capabilities"])
