@@ -205,7 +205,8 @@ class FakeOrgan:
 class Rig:
     """The master's Registry + Scheduler + Body on a fake clock, with fake organs on ports."""
 
-    def __init__(self, ports=(0, 1), max_steps=16, start=True, mode="two-port"):
+    def __init__(self, ports=(0, 1), max_steps=16, start=True, mode="two-port", record=True):
+        self.record = record  # False: keep no wire/trace history (long heap benchmarks)
         self.now = 100000
         self.wire = {}
         for p in ports:
@@ -223,8 +224,9 @@ class Rig:
         return self.now
 
     def _send(self, port, f):
-        self.wire[port].append(bytes(f))
-        self.trace.append(("m2o", port, f[2]))
+        if self.record:
+            self.wire[port].append(bytes(f))
+            self.trace.append(("m2o", port, f[2]))
         o = self.organs.get(port)
         if o is not None and o.alive:
             o.decoder.feed(f, self.now)
@@ -242,7 +244,7 @@ class Rig:
         return organ
 
     def feed(self, port, data):
-        if len(data) > 2:
+        if self.record and len(data) > 2:
             self.trace.append(("o2m", port, data[2]))
         self.reg.feed(port, data, self.now)
 

@@ -1,0 +1,307 @@
+# Master benchmarks: overhead per step, heap per heartbeat, lifecycle + 16-step plan in a 64 KB heap.
+#
+# `run()` (CPython) returns a dict of figures; it runs the measuring half of this file on the
+# MicroPython unix port (default heap, then -X heapsize=64k) and the whole virtual body with
+# `tools/sim.py --heap 64k`. `python tools/bench_master.py` prints the figures.
+import json
+import os
+import sys
+
+MP = sys.implementation.name == "micropython"
+ROUNDS = 20
+
+
+def _plan16(speak=True):
+    steps = []
+    for i in range(16):
+        if i % 4 == 3:
+            a, p = ("speak", {"text": "Step %d." % i}) if speak else ("chime", {})
+        elif i % 4 == 1:
+            a, p = "led_blink", {"count": 2, "period_ms": 100}
+        else:
+            a, p = ("led_on" if i % 2 == 0 else "led_off"), {}
+        dep = ["t%d" % (i - 1)] if i else []
+        steps.append(
+            {"task_id": "t%d" % i, "action": a, "params": p, "priority": 5, "depends_on": dep}
+        )
+    return {"heard_req": 0, "steps": steps, "can_execute": True, "missing": [], "response": ""}
+
+
+# -- the half that runs on the unix port -----------------------------------------------------
+
+
+def _ticks():
+    import time
+
+    return time.ticks_us()
+
+
+def _overhead():
+    # Registry + Scheduler + Body with an instant organ: the time the master itself spends.
+    import frame
+    import master_fakes as mf
+    from master.body import Body
+    from master.registry import Registry
+    from master.scheduler import Scheduler
+
+    out = []
+    reg = Registry([0, 1], lambda port, f: out.append((port, f)), lambda e, p: None)
+    sched = Scheduler(reg.owner, lambda port, f: out.append((port, f)))
+    now = [0]
+    body = Body(reg, sched, lambda: now[0])
+    reg.feed(0, frame.encode(frame.DESCRIPTOR, mf.encode_descriptor(mf.led())), 0)
+    reg.feed(1, frame.encode(frame.DESCRIPTOR, mf.encode_descriptor(mf.speaker())), 0)
+    raw = json.dumps(_plan16())
+    ev_cache = {}
+    first = []
+    per_step = []
+    for _ in range(ROUNDS):
+        del out[:]
+        t0 = _ticks()
+        status, run = body.submit(raw)
+        t1 = _ticks()
+        first.append(t1 - t0)
+        assert status == 200, run
+        while not run.finished:
+            port, f = out.pop(0)
+            if f[2] != frame.COMMAND:
+                continue
+            name = str(bytes(f[6 : 6 + f[5]]), "utf-8")
+            t0 = _ticks()
+            reg.feed(port, frame.RESP_OK_FRAME, now[0])
+            if name in ("led_blink", "speak", "chime"):
+                ev = ev_cache.get(name)
+                if ev is None:
+                    ev = ev_cache[name] = frame.encode(
+                        frame.EVENT, mf.command.encode_event(name, 0)
+                    )
+                reg.feed(port, ev, now[0])
+            per_step.append(_ticks() - t0)
+        assert run.report()["ok"], run.report()
+    first.sort()
+    per_step.sort()
+    return {
+        "accept_to_first_command_us_median": first[len(first) // 2],
+        "resp_to_next_command_us_median": per_step[len(per_step) // 2],
+        "plan_bytes": len(raw),
+    }
+
+
+def _heap_per_heartbeat():
+    import gc
+
+    import frame
+    import master_fakes as mf
+
+    rig = mf.standard_rig()
+    reg = rig.reg
+    hb = frame.HEARTBEAT_FRAME
+    desc = frame.encode(frame.DESCRIPTOR, rig.organs[0].payload)
+    n = 1000
+    reg.feed(0, hb, rig.now)
+    gc.collect()
+    gc.disable()
+    a = gc.mem_alloc()
+    for i in range(n):
+        reg.feed(0, hb, rig.now + i)
+    b = gc.mem_alloc()
+    sink = []
+    reg.send = lambda port, f: None
+    c = gc.mem_alloc()
+    for i in range(100):
+        reg.feed(0, desc, rig.now + n + i)
+    d = gc.mem_alloc()
+    gc.enable()
+    del sink
+    return {
+        "heap_bytes_per_heartbeat": (b - a) / n,
+        "heap_bytes_per_repeated_descriptor": (d - c) / 100,
+    }
+
+
+def _lifecycle_64k():
+    # The whole sans-IO master with two fake organs: boot, register, a 16-step plan, offline.
+    # `base` is the heap held by loaded code (frozen in flash on a board, so not counted there).
+    import gc
+
+    import master_fakes as mf
+
+    gc.collect()
+    base = gc.mem_alloc()
+    rig = mf.standard_rig(record=False)
+    rig.organs[0].event_ms = 50
+    rig.organs[1].event_ms = 50
+    gc.collect()
+    registered = gc.mem_alloc() - base
+    rig.body.menu()
+    gc.collect()
+    with_menu = gc.mem_alloc() - base
+    peak = 0
+    status, run = rig.body.submit(json.dumps(_plan16()))
+    k = 0
+    while not run.finished:
+        rig.advance(10)
+        k += 1
+        if k % 10 == 0:
+            gc.collect()
+            peak = max(peak, gc.mem_alloc() - base)
+    report = run.report()
+    rig.organs[0].alive = False
+    rig.advance(15100, 50)
+    offline = [e for e in rig.events if e[0] == "offline"]
+    gc.collect()
+    return {
+        "ok": report["ok"],
+        "steps_done": len([s for s in report["steps"] if s["status"] == "done"]),
+        "offline_events": len(offline),
+        "code_heap_bytes": base,
+        "live_after_registration_bytes": registered,
+        "live_with_menu_bytes": with_menu,
+        "live_peak_during_plan_bytes": peak,
+        "live_after_offline_bytes": gc.mem_alloc() - base,
+    }
+
+
+def _mp_main(which):
+    import gc
+
+    gc.collect()
+    import frame  # noqa: F401  (its 4 KB CRC table first, while the heap is unfragmented)
+
+    if which == "overhead":
+        r = _overhead()
+        r.update(_heap_per_heartbeat())
+    else:
+        r = _lifecycle_64k()
+    print(json.dumps(r))
+
+
+# -- CPython side ----------------------------------------------------------------------------
+
+
+def _unix_port(which, heapsize=None, mpy=None):
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(here)
+    sys.path.insert(0, os.path.join(root, "host_tests"))
+    from support import MICROPYPATH, run_micropython
+
+    args = ["tools/bench_master.py", which]
+    path = MICROPYPATH
+    if mpy:
+        args = ["-c", "import bench_master; bench_master._mp_main(%r)" % which]
+        path = ":".join([mpy + "/lib", mpy, mpy + "/host_tests", mpy + "/tools"])
+    r = run_micropython(args, heapsize=heapsize, path=path, timeout=300)
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+    if r.returncode != 0 or not lines:
+        return {"error": (r.stdout + r.stderr)[-600:]}
+    return json.loads(lines[-1])
+
+
+def _precompiled(tmp):
+    """The master's modules as .mpy for the unix port (the board has them frozen)."""
+    import glob
+    import platform
+    import subprocess
+
+    arch = {"x86_64": "x64", "AMD64": "x64", "aarch64": "arm64"}.get(platform.machine())
+    if arch is None:
+        return None
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(here)
+    sys.path.insert(0, os.path.join(root, "host_tests"))
+    from support import mpy_cross_exe
+
+    files = glob.glob(os.path.join(root, "lib", "*.py")) + glob.glob(
+        os.path.join(root, "master", "*.py")
+    )
+    files += [os.path.join(root, "host_tests", "master_fakes.py"), os.path.abspath(__file__)]
+    for f in files:
+        rel = os.path.relpath(f, root)
+        out = os.path.join(tmp, rel[:-3] + ".mpy")
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        r = subprocess.run([mpy_cross_exe(), "-march=" + arch, "-o", out, f], capture_output=True)
+        if r.returncode:
+            return None
+    return tmp
+
+
+def _heap_64k():
+    # Loaded code lives in the unix port's heap (and takes 64-bit pointers); on the board it is
+    # frozen in flash. So: measure the code, then give the port 64 KB on top of it.
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        mpy = _precompiled(tmp)
+        free = _unix_port("lifecycle", mpy=mpy)
+        if "error" in free:
+            return free
+        code = free["code_heap_bytes"]
+        heap = 65536 + ((code + 4095) // 4096) * 4096
+        tight = _unix_port("lifecycle", heapsize=str(heap), mpy=mpy)
+    tight["heapsize"] = heap
+    tight["heapsize_note"] = "64 KB plus the loaded code (%d bytes on the 64-bit unix port)" % code
+    return tight
+
+
+def _sim_64k():
+    # The real processes: master and both organs each in a 64 KB heap, a 16-step plan.
+    import subprocess
+    import tempfile
+    import time
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "plan16.json")
+        with open(path, "w") as f:
+            json.dump(_plan16(speak=False), f)
+        t0 = time.monotonic()
+        r = subprocess.run(
+            [
+                sys.executable,
+                os.path.join(here, "sim.py"),
+                "--heap",
+                "64k",
+                "--plan",
+                path,
+                "--out",
+                os.path.join(tmp, "out"),
+                "--ready-timeout",
+                "10",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
+        took = time.monotonic() - t0
+    report = None
+    for ln in r.stdout.splitlines():
+        try:
+            obj = json.loads(ln)
+        except ValueError:
+            continue
+        if isinstance(obj, dict) and "steps" in obj and "ok" in obj:
+            report = obj
+    if report is None:
+        why = [ln for ln in (r.stdout + r.stderr).splitlines() if "MemoryError" in ln]
+        return {"error": "no report", "why": sorted(set(why))[:3] or (r.stdout + r.stderr)[-300:]}
+    return {
+        "ok": report["ok"],
+        "statuses": sorted(set(s["status"] for s in report["steps"])),
+        "steps": len(report["steps"]),
+        "wall_s": round(took, 1),
+    }
+
+
+def run():
+    return {
+        "unix_port": _unix_port("overhead"),
+        "heap_64k_sans_io": _heap_64k(),
+        "heap_64k_virtual_body": _sim_64k(),
+    }
+
+
+if __name__ == "__main__":
+    if MP:
+        _mp_main(sys.argv[1] if len(sys.argv) > 1 else "overhead")
+    else:
+        print(json.dumps(run(), indent=1))
