@@ -6,6 +6,7 @@
 # token, an Origin check, the bearer token, a route, a body within `max_body` and
 # `body_timeout_ms`, a JSON parse, and only then the handler. Every refusal is answered
 # with a status and a specific reason; no handler runs for a refused request.
+import gc
 import json
 import sys
 import time
@@ -22,6 +23,14 @@ _READ = const(512)
 _LINGER_MAX = const(65536)
 _LINGER_MS = const(300)
 _RATE_CLIENTS = const(16)
+_HAS_MEM_FREE = hasattr(gc, "mem_free")
+
+# Built once: the answer when the heap runs short, sent without allocating a new response.
+_BODY_LOW = b'{"error": "the master is short of memory right now, try again"}'
+_LOW_MEMORY = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
+    b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(_BODY_LOW)
+) + _BODY_LOW
 
 DEFAULTS = {
     "token": None,  # bearer token; None or "" means no authentication
@@ -37,6 +46,7 @@ DEFAULTS = {
     "header_timeout_ms": 3000,  # whole head must arrive within this after accept
     "body_timeout_ms": 3000,  # whole body must arrive within this after the head
     "write_timeout_ms": 5000,  # response must be taken by the client within this
+    "min_free": 6144,  # MicroPython: heap bytes free (after a collect) to take a request, else 503
     "origins": (),  # browser Origins allowed; a request with any other Origin gets 403
 }
 
@@ -182,13 +192,14 @@ def _tokens_equal(a, b):
     return d == 0
 
 
-def encode_response(status, payload=None, headers=None):
-    """Bytes of a whole response; dict/list payloads become JSON."""
+def response_parts(status, payload=None, headers=None):
+    """(head bytes, body bytes) of a response; dict/list payloads become JSON. Kept apart
+    so a large body is never copied once more just to join it to its head."""
     ctype = "application/json"
     if payload is None:
         body = b""
     elif isinstance(payload, (bytes, bytearray)):
-        body = bytes(payload)
+        body = payload
         ctype = "application/octet-stream"
     elif isinstance(payload, str):
         body = payload.encode()
@@ -205,7 +216,13 @@ def encode_response(status, payload=None, headers=None):
     if body and not have_ctype:
         out.append("Content-Type: %s\r\n" % ctype)
     out.append("Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body))
-    return "".join(out).encode() + body
+    return "".join(out).encode(), body
+
+
+def encode_response(status, payload=None, headers=None):
+    """Bytes of a whole response (tests and small answers)."""
+    head, body = response_parts(status, payload, headers)
+    return head + bytes(body)
 
 
 class HttpServer:
@@ -227,11 +244,17 @@ class HttpServer:
         self.per_client = {}
         self.counts = {}
         self.errors = 0  # handler exceptions (answered 500)
+        self.low_memory = 0  # requests answered 503 for want of heap
         self.port = None
         self.srv = None
 
     def stats(self):
-        return {"active": self.active, "responses": dict(self.counts), "errors": self.errors}
+        return {
+            "active": self.active,
+            "responses": dict(self.counts),
+            "errors": self.errors,
+            "low_memory": self.low_memory,
+        }
 
     def close(self):
         if self.srv is not None:
@@ -243,7 +266,11 @@ class HttpServer:
 
     async def _send(self, writer, status, payload=None, headers=None):
         self.counts[status] = self.counts.get(status, 0) + 1
-        writer.write(encode_response(status, payload, headers))
+        head, body = response_parts(status, payload, headers)
+        payload = None
+        writer.write(head)
+        if body:
+            writer.write(body)
         await asyncio.wait_for(writer.drain(), self.cfg["write_timeout_ms"] / 1000)
 
     async def _read_head(self, reader):
@@ -361,11 +388,15 @@ class HttpServer:
                 return
             try:
                 req.json = json.loads(req.body.decode())
+            except MemoryError:
+                raise
             except Exception as e:
                 await self._send(writer, 400, {"error": "body is not valid JSON: %s" % e})
                 return
         try:
             result = await handler(req)
+        except MemoryError:
+            raise
         except Exception as e:
             self.errors += 1
             _print_exc(e)
@@ -394,11 +425,21 @@ class HttpServer:
         self.per_client[addr] = self.per_client.get(addr, 0) + 1
         try:
             try:
+                if _HAS_MEM_FREE and gc.mem_free() < self.cfg["min_free"]:
+                    gc.collect()
+                    if gc.mem_free() < self.cfg["min_free"]:
+                        raise MemoryError
                 await self._handle(reader, writer, addr)
             except HttpError as e:
                 await self._send(writer, e.status, {"error": e.reason}, e.headers)
                 await self._linger(reader, self.cfg["max_body"] + self.cfg["max_head"])
-        except (EOFError, OSError, asyncio.TimeoutError):
+            except MemoryError:
+                self.low_memory += 1
+                self.counts[503] = self.counts.get(503, 0) + 1
+                writer.write(_LOW_MEMORY)
+                await asyncio.wait_for(writer.drain(), self.cfg["write_timeout_ms"] / 1000)
+                await self._linger(reader, self.cfg["max_body"] + self.cfg["max_head"])
+        except (EOFError, OSError, asyncio.TimeoutError, MemoryError):
             pass  # the client went away or would not take the answer
         except Exception as e:
             self.errors += 1

@@ -172,6 +172,8 @@ class McpServer:
                 return _result(mid, {"tools": tools(self.body.menu())})
             if method == "tools/call":
                 return await self.call_tool(mid, params, version)
+        except MemoryError:
+            raise  # the server answers 503 with a prebuilt response
         except Exception as e:
             return _error(mid, INTERNAL_ERROR, "internal error in %s: %r" % (method, e))
         return _error(

@@ -1,0 +1,222 @@
+# The links (httpd, MCP, Body Protocol) on the MicroPython unix port with a small heap, driven by the MCP SDK client.
+#
+# The modules are precompiled with mpy-cross as they are on a board (compiling source needs
+# more heap than running it); the body is the scripted fake, so this isolates the links.
+# The unix port is 64-bit (objects about twice the C6's size) and keeps bytecode in the heap
+# (a board freezes it in flash), so the heap here is 96 KB; the figures are printed.
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import threading
+import time
+
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
+
+from support import ROOT, micropython_exe, mpy_cross_exe
+from test_httpd import request
+
+RUNNER = """
+import asyncio, gc, json, sys
+from master import httpd, mcp, bodyproto
+from test_httpd_fakebody import FakeBody
+
+body = FakeBody()
+
+async def mem(req):
+    gc.collect()
+    return 200, {"free": gc.mem_free(), "alloc": gc.mem_alloc()}, None
+
+async def fake(req):
+    m = req.json or {}
+    if "online" in m:
+        body.online = list(m["online"])
+    return 200, {"commands": body.commands}, None
+
+async def main(port, token, min_free):
+    routes = {("GET", "/_mem"): mem, ("POST", "/_fake"): fake}
+    routes.update(mcp.routes(body))
+    routes.update(bodyproto.routes(body))
+    await httpd.serve(routes, "127.0.0.1", port, {"token": token, "header_timeout_ms": 2000, "min_free": min_free})
+    gc.collect()
+    print(json.dumps({"event": "http", "port": port, "free": gc.mem_free()}))
+    while True:
+        await asyncio.sleep(1)
+
+asyncio.run(main(int(sys.argv[1]), sys.argv[2], int(sys.argv[3])))
+"""
+HEAP = "96k"
+TOKEN = "unix-port-token"
+AUTH = {"Authorization": "Bearer " + TOKEN}
+
+
+def _free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+@pytest.fixture(scope="module")
+def mpy_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("mpy")
+    os.makedirs(d / "master")
+    for name in ("httpd", "mcp", "bodyproto"):
+        src = os.path.join(ROOT, "master", name + ".py")
+        subprocess.run(
+            [mpy_cross_exe(), src, "-o", str(d / "master" / (name + ".mpy"))], check=True
+        )
+    src = os.path.join(ROOT, "host_tests", "test_httpd_fakebody.py")
+    subprocess.run([mpy_cross_exe(), src, "-o", str(d / "test_httpd_fakebody.mpy")], check=True)
+    (d / "links_runner.py").write_text(RUNNER)
+    subprocess.run([mpy_cross_exe(), str(d / "links_runner.py")], check=True)
+    os.remove(d / "links_runner.py")
+    return d
+
+
+def start(d, min_free=6144):
+    port = _free_port()
+    proc = subprocess.Popen(
+        [micropython_exe(), "-X", "heapsize=%s" % HEAP, "-m", "links_runner", str(port), TOKEN,
+         str(min_free)],
+        cwd=str(d),
+        env=dict(os.environ, MICROPYPATH=".frozen:."),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    line = proc.stdout.readline()
+    assert line.startswith("{"), "the unix-port server did not start: %r %s" % (
+        line,
+        proc.stderr.read(),
+    )
+    return port, proc, json.loads(line)
+
+
+@pytest.fixture(scope="module")
+def mp_server(mpy_dir):
+    port, proc, boot = start(mpy_dir)
+    yield port, proc, boot
+    proc.kill()
+    proc.wait(5)
+
+
+def test_short_heap_is_a_503_not_a_crash(mpy_dir):
+    port, proc, _ = start(mpy_dir, min_free=10**8)
+    try:
+        for _ in range(3):
+            code, hdrs, out = request(port, "POST", "/status", {}, AUTH)
+            assert code == 503 and "short of memory" in out["error"], (code, out)
+            assert hdrs.get("retry-after") == "1", hdrs
+        assert proc.poll() is None, "still running"
+    finally:
+        proc.kill()
+        proc.wait(5)
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def connect(port, token=TOKEN):
+    http = create_mcp_http_client(headers={"Authorization": "Bearer " + token})
+    return Client(streamable_http_client("http://127.0.0.1:%d/mcp" % port, http_client=http))
+
+
+def test_mcp_sdk_against_the_unix_port(mp_server):
+    port, proc, _ = mp_server
+
+    async def go():
+        async with connect(port) as c:
+            assert c.protocol_version == "2025-11-25"
+            tools = [t.name for t in (await c.list_tools()).tools]
+            r = await c.call_tool("led_blink", {"count": 30, "period_ms": 100})
+            with pytest.raises(MCPError) as e:
+                await c.call_tool("led_strobe", {})
+            return tools, r, e.value.error
+
+    tools, r, err = run(go())
+    assert tools == ["led_on", "led_off", "led_blink", "speak", "chime"], tools
+    assert not r.is_error and "30" in r.content[0].text and "clamps" in r.content[0].text, r
+    assert err.code == -32602 and "available tools: led_on, led_off" in err.message, err
+    assert proc.poll() is None, "the server still runs"
+
+
+def test_protection_on_the_unix_port(mp_server):
+    port, proc, _ = mp_server
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "led_on"}}
+    code, _, _ = request(port, "POST", "/mcp", call)
+    assert code == 401, code
+    code, _, out = request(port, "POST", "/_fake", {}, AUTH)
+    assert ["led_on", {}] not in out["commands"], "the 401 ran nothing: %r" % out
+    code, _, _ = request(port, "POST", "/mcp", "x" * 5000, AUTH)
+    assert code == 413, code
+    code, _, _ = request(port, "POST", "/mcp", "{oops", AUTH)
+    assert code == 400, code
+    code, _, _ = request(port, "GET", "/nope", None, AUTH)
+    assert code == 404, code
+    code, _, out = request(port, "POST", "/speak", {"text": "hi"}, AUTH)
+    assert (code, out) == (200, {}), (code, out)
+    request(port, "POST", "/_fake", {"online": ["LED_001"]}, AUTH)
+    code, _, out = request(port, "POST", "/status", {}, AUTH)
+    assert out == {"online": False}, out
+    code, _, out = request(port, "POST", "/speak", {"text": "hi"}, AUTH)
+    assert code == 503, (code, out)
+    request(port, "POST", "/_fake", {"online": ["LED_001", "SPK_001"]}, AUTH)
+    assert proc.poll() is None
+
+
+def test_slowloris_and_parallel_clients_on_the_unix_port(mp_server):
+    port, proc, boot = mp_server
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "led_on"}}
+
+    def call_ms():
+        t0 = time.monotonic()
+        code, _, out = request(port, "POST", "/mcp", call, AUTH)
+        assert code == 200 and out["result"]["isError"] is False, (code, out)
+        return (time.monotonic() - t0) * 1000
+
+    base = min(call_ms() for _ in range(3))
+    held = [socket.create_connection(("127.0.0.1", port)) for _ in range(2)]
+    try:
+        for k in held:
+            k.sendall(b'POST /mcp HTTP/1.1\r\nContent-Length: 300\r\n\r\n{"jsonrpc"')
+        slow = []
+        for _ in range(3):
+            slow.append(call_ms())
+            time.sleep(0.05)
+    finally:
+        for k in held:
+            k.close()
+    assert min(slow) - base < 100, "half-sent bodies delayed a call: base %.1f, %r" % (base, slow)
+    results = []
+
+    def client():
+        msg = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+        try:
+            results.append(request(port, "POST", "/mcp", msg, AUTH)[0])
+        except OSError as e:
+            results.append(repr(e))
+
+    threads = [threading.Thread(target=client) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    # Every client gets an answer: served, or 503 (connection bound or short of heap), never a reset.
+    assert len(results) == 6 and set(results) <= {200, 503}, results
+    assert results.count(200) >= 2, "the server keeps serving under the load: %r" % results
+    code, _, m = request(port, "GET", "/_mem", None, AUTH)
+    print(
+        "\nlinks on the unix port (64-bit, heap %s): %d bytes free after start, %d after the load"
+        % (HEAP, boot["free"], m["free"])
+    )
+    assert proc.poll() is None, "the server survived: %s" % (
+        proc.stderr.read() if proc.poll() else ""
+    )
