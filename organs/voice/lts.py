@@ -1,19 +1,16 @@
 # Pronunciation: exception lexicon searched in flash, then the NRL letter-to-sound rules.
 #
-# Both data files stay on the filesystem: `lexicon.dat` is fixed-width sorted records
-# (binary search by seek, one record in RAM at a time) and `rules.txt` is read one
+# The data files stay on the filesystem: `lexicon.dat` and `words.dat` are fixed-width
+# sorted records (flash.Records: binary search by seek) and `rules.txt` is read one
 # letter's section at a time into a preallocated buffer. A pronunciation is a str of
 # one-character phoneme codes (organs/voice/phonemes.py); a "1" or "2" before a vowel
 # marks primary or secondary stress.
 
-try:
-    _HERE = __file__.rsplit("/", 1)[0] if "/" in __file__ else "."
-except NameError:  # frozen into firmware: the data files live beside the installed package
-    _HERE = "/lib/organs/voice"
+from .flash import HERE, Records
 
-LEXICON = _HERE + "/lexicon.dat"
-RULES = _HERE + "/rules.txt"
-REC = 32  # lexicon record: word, one space, pronunciation, space padding, "\n"
+LEXICON = HERE + "/lexicon.dat"
+WORDS = HERE + "/words.dat"
+RULES = HERE + "/rules.txt"
 
 _VOWEL_LETTERS = b"AEIOU"
 _VOICED = b"BDVGJLMNRWZ"
@@ -34,73 +31,28 @@ def _is_cons(c):
 class Pronouncer:
     """word (lowercase ASCII str) -> pronunciation str; data files opened once."""
 
-    def __init__(self, lexicon=LEXICON, rules=RULES):
-        self._lex = open(lexicon, "rb")
-        self._lex.seek(0, 2)
-        self._nrec = self._lex.tell() // REC
-        self._rec = bytearray(REC)
+    def __init__(self, lexicon=LEXICON, rules=RULES, words=WORDS):
+        self._lex = Records(lexicon)
+        self.words = Records(words)  # abbreviations, units, letters, function words
         self._rules = open(rules, "rb")
-        self._index = {}  # section key byte -> (offset, length)
-        self._buf = bytearray(self._build_index())
-        self._loaded = -1
+        self._index = _section_index(self._rules, rules)
         self._word = bytearray(40)
 
     def close(self):
-        for f in (self._lex, self._rules):
-            try:
-                f.close()
-            except Exception:
-                pass
+        self._lex.close()
+        self.words.close()
+        try:
+            self._rules.close()
+        except Exception:
+            pass
 
-    def _build_index(self):
-        f = self._rules
-        f.seek(0)
-        off = 0
-        key = -1
-        start = 0
-        biggest = 0
-        while True:
-            line = f.readline()
-            if not line:
-                break
-            if line[0] == 64:  # "@" opens a section
-                if key >= 0:
-                    self._index[key] = (start, off - start)
-                    biggest = max(biggest, off - start)
-                key = line[1]
-                start = off + len(line)
-            off += len(line)
-        if key >= 0:
-            self._index[key] = (start, off - start)
-            biggest = max(biggest, off - start)
-        return biggest
-
-    # -- lexicon ---------------------------------------------------------------------------
+    def is_function(self, word):
+        """A function word: no accent, no stress in running speech."""
+        return self.words.get("f" + word) is not None
 
     def lookup(self, word):
         """Pronunciation from the lexicon, or None."""
-        key = word.encode() if isinstance(word, str) else word
-        n = len(key)
-        if n >= REC - 2:
-            return None
-        lo, hi = 0, self._nrec
-        rec = self._rec
-        f = self._lex
-        while lo < hi:
-            mid = (lo + hi) >> 1
-            f.seek(mid * REC)
-            f.readinto(rec)
-            c = _cmp(rec, key, n)
-            if c == 0:
-                end = REC - 1
-                while end > n + 1 and rec[end - 1] == 32:
-                    end -= 1
-                return rec[n + 1 : end].decode()
-            if c < 0:
-                lo = mid + 1
-            else:
-                hi = mid
-        return None
+        return self._lex.get(word)
 
     # -- rules -----------------------------------------------------------------------------
 
@@ -119,46 +71,40 @@ class Pronouncer:
         out = []
         i = 1
         while i <= n:
-            sec = self._index.get(w[i])
-            if sec is None:
-                i += 1
-                continue
-            if self._loaded != w[i]:
-                self._rules.seek(sec[0])
-                mv = memoryview(self._buf)
-                self._rules.readinto(mv[: sec[1]])
-                self._loaded = w[i]
-                self._seclen = sec[1]
-            step = self._apply(w, end, i, out)
+            c = w[i]
+            sec = self._index[c - 64] if 65 <= c <= 90 else (self._index[0] if c == 39 else 0)
+            step = self._apply(sec, w, end, i, out) if sec else 0
             i += step if step > 0 else 1
         return _degeminate("".join(out))
 
-    def _apply(self, w, end, i, out):
-        b = self._buf
-        a = 0
-        size = self._seclen
-        while a < size:
-            e = a
-            while e < size and b[e] != 10:
-                e += 1
-            if b[a] != 59:  # ";" comment
-                p1 = a
-                while p1 < e and b[p1] != 91:
-                    p1 += 1
-                p2 = p1 + 1
-                while p2 < e and b[p2] != 93:
-                    p2 += 1
-                p3 = p2 + 1
-                while p3 < e and b[p3] != 61:
-                    p3 += 1
-                mlen = p2 - p1 - 1
-                if p3 < e and _lit(b, p1 + 1, mlen, w, i, end):
-                    if _left(b, a, p1, w, i - 1) and _right(b, p2 + 1, p3, w, i + mlen, end):
-                        if p3 + 1 < e:
-                            out.append(b[p3 + 1 : e].decode())
-                        return mlen
-            a = e + 1
-        return 1
+    def _apply(self, sec, w, end, i, out):
+        """Try the rules of one letter's section (file offset sec) at w[i]; letters used."""
+        f = self._rules
+        f.seek(sec)
+        while True:
+            b = f.readline()  # one rule at a time: no big buffer on a fragmented heap
+            if not b or b[0] == 64:
+                return 1
+            e = len(b)
+            if b[e - 1] == 10:
+                e -= 1
+            if b[0] == 59:  # ";" comment
+                continue
+            p1 = 0
+            while p1 < e and b[p1] != 91:
+                p1 += 1
+            p2 = p1 + 1
+            while p2 < e and b[p2] != 93:
+                p2 += 1
+            p3 = p2 + 1
+            while p3 < e and b[p3] != 61:
+                p3 += 1
+            mlen = p2 - p1 - 1
+            if p3 < e and _lit(b, p1 + 1, mlen, w, i, end):
+                if _left(b, 0, p1, w, i - 1) and _right(b, p2 + 1, p3, w, i + mlen, end):
+                    if p3 + 1 < e:
+                        out.append(b[p3 + 1 : e].decode())
+                    return mlen
 
     def pronounce(self, word):
         """Lexicon first, then rules with stress placed by rule of thumb."""
@@ -166,14 +112,6 @@ class Pronouncer:
         if p is not None:
             return p
         return place_stress(word, self.rules(word))
-
-
-def _cmp(rec, key, n):
-    for k in range(n):
-        d = rec[k] - key[k]
-        if d:
-            return d
-    return 0 if rec[n] == 32 else 1
 
 
 def _lit(b, s, n, w, i, end):
@@ -268,6 +206,35 @@ def _right(b, s, p3, w, j, end):
             j += 1
         k += 1
     return True
+
+
+_INDEX = {}
+
+
+def _section_index(f, name):
+    """File offsets of each letter's rule section: [0] apostrophe, [1..26] A..Z (0 = none).
+    Built once per rules file and kept (56 bytes)."""
+    idx = _INDEX.get(name)
+    if idx is not None:
+        return idx
+    from array import array
+
+    idx = array("H", bytes(2 * 27))
+    f.seek(0)
+    off = 0
+    while True:
+        line = f.readline()
+        if not line:
+            break
+        off += len(line)
+        if line[0] == 64:  # "@X" opens the section of X
+            c = line[1]
+            if 65 <= c <= 90:
+                idx[c - 64] = off
+            elif c == 39:
+                idx[0] = off
+    _INDEX[name] = idx
+    return idx
 
 
 def _degeminate(ph):

@@ -1,6 +1,6 @@
 # Prosody: a clause's words -> phonemes with durations (Klatt 1976 rules) and a pitch line.
 #
-# plan() returns a Clause: parallel byte arrays per phoneme (code index, stress, flags,
+# plan() fills a Clause: parallel byte arrays per phoneme (code index, stress, flags,
 # duration in frames) and pitch anchors (frame, Hz) for a falling line with accents on
 # stressed syllables of content words, a final fall, or a final rise for questions.
 
@@ -8,18 +8,6 @@ from array import array
 
 from . import phonemes as P
 from .klatt import FRAME
-
-# Words that carry no accent (and lose their stress) in running speech.
-FUNCTION_WORDS = set(
-    (
-        "a an the and or but nor of to in at by for from with as than that "
-        "is am are was were be been being it its it's i i'm i'll i've me my "
-        "you you're your he him his she her we us our they them their "
-        "this these those do does did have has had will would can could shall "
-        "should may might must if then so there here what when where who which "
-        "how just some any"
-    ).split()
-)
 
 # per-phoneme flags
 WORD_START = 1
@@ -32,44 +20,60 @@ FUNC = 32  # belongs to a function word
 _SIL = 255  # code index of a silence
 
 
+CAP = 256  # phonemes per clause (longer clauses continue in the next one)
+ACAP = 96  # pitch anchors per clause
+
+
 class Clause:
-    def __init__(self, n):
+    """One clause's plan in preallocated arrays, reused clause after clause."""
+
+    def __init__(self):
         self.n = 0
-        self.ph = bytearray(n)
-        self.stress = bytearray(n)
-        self.flags = bytearray(n)
-        self.frames = array("H", [0] * n)
-        self.asp = bytearray(n)  # aspiration frames at the phoneme's start
-        self.anchors = []  # (frame, Hz)
+        self.ph = bytearray(CAP)
+        self.stress = bytearray(CAP)
+        self.flags = bytearray(CAP)
+        self.frames = array("H", bytes(2 * CAP))
+        self.asp = bytearray(CAP)  # aspiration frames at the phoneme's start
+        self.anchors = array("h", bytes(4 * ACAP))  # (frame, Hz) pairs
+        self.na = 0
+
+    def reset(self):
+        self.n = 0
+        self.na = 0
+        for i in range(CAP):
+            self.asp[i] = 0
 
     def add(self, code, stress, flags):
         k = self.n
-        if k >= len(self.ph):
-            return
         self.ph[k] = code
         self.stress[k] = stress
         self.flags[k] = flags
         self.n = k + 1
+
+    def anchor(self, t, hz):
+        k = self.na
+        if k < ACAP:
+            self.anchors[2 * k] = t
+            self.anchors[2 * k + 1] = hz
+            self.na = k + 1
 
 
 def _kind(c):
     return 0 if c == _SIL else P.PARAMS[c * P.NFIELD]
 
 
-def plan(words, end, pronouncer, rate, first=True, last=True):
-    """Phonemes, durations and pitch for one clause; `end` is its closing punctuation."""
-    prons = []
-    total = 2
-    for w in words:
-        p = pronouncer.pronounce(w)
-        prons.append(p)
-        total += len(p)
-    cl = Clause(total)
+def plan(cl, words, w0, end, pronouncer, rate, first=True, last=True):
+    """Fill Clause cl with words[w0:] (as many as fit); returns the index after the last
+    word taken. `end` is the clause's closing punctuation."""
+    cl.reset()
     if first:
         cl.add(_SIL, 0, PAUSE)
-    for wi in range(len(words)):
-        func = words[wi] in FUNCTION_WORDS
-        p = prons[wi]
+    wi = w0
+    while wi < len(words):
+        p = pronouncer.pronounce(words[wi])
+        if cl.n + len(p) + 1 >= CAP and wi > w0:
+            break  # the rest of the words make the next clause
+        func = pronouncer.is_function(words[wi])
         start = cl.n
         stress = 0
         for ch in p:
@@ -83,15 +87,18 @@ def plan(words, end, pronouncer, rate, first=True, last=True):
             if _kind(code) & P.VOWEL:
                 s = 0 if func else stress
                 stress = 0
-            cl.add(code, s, FUNC if func else 0)
+            if cl.n < CAP - 1:
+                cl.add(code, s, FUNC if func else 0)
         if cl.n > start:
             cl.flags[start] |= WORD_START
             cl.flags[cl.n - 1] |= WORD_END
+        wi += 1
+    more = wi < len(words)
     cl.add(_SIL, 0, PAUSE)
     _mark_final_syllable(cl)
-    _durations(cl, rate, end, last)
-    _pitch(cl, end)
-    return cl
+    _durations(cl, rate, "," if more else end, last and not more)
+    _pitch(cl, "," if more else end)
+    return wi
 
 
 def _mark_final_syllable(cl):
@@ -205,39 +212,41 @@ def _durations(cl, rate, end, last):
 def _pitch(cl, end):
     """Anchors (frame, Hz): declining top line, accents on stressed content vowels."""
     total = 0
+    first_acc = last_acc = -1
+    level = 2
+    while level and first_acc < 0:
+        for i in range(cl.n):
+            c = cl.ph[i]
+            if c != _SIL and _kind(c) & P.VOWEL and cl.stress[i] >= level:
+                if first_acc < 0:
+                    first_acc = i
+                last_acc = i
+        level -= 1
     for i in range(cl.n):
         total += cl.frames[i]
     if total == 0:
         total = 1
     start_hz, end_hz = 122, 98
-    vowels = []
+    cl.anchor(0, start_hz - 4)
     t = 0
     for i in range(cl.n):
         c = cl.ph[i]
         if c != _SIL and _kind(c) & P.VOWEL:
-            vowels.append((i, t + cl.frames[i] // 2))
+            mid = t + cl.frames[i] // 2
+            base = start_hz + (end_hz - start_hz) * mid // total
+            if end == "?" and i == last_acc:
+                hz = base - 4
+            elif cl.stress[i] == 2:
+                hz = base + (26 if i == first_acc else 16)
+            elif cl.stress[i] == 1:
+                hz = base + 6
+            else:
+                hz = base - 4
+            cl.anchor(mid, hz)
         t += cl.frames[i]
-    accented = [v for v in vowels if cl.stress[v[0]] == 2]
-    if not accented:
-        accented = [v for v in vowels if cl.stress[v[0]]]
-    last_acc = accented[-1][0] if accented else -1
-    first_acc = accented[0][0] if accented else -1
-    anchors = cl.anchors
-    anchors.append((0, start_hz - 4))
-    for i, mid in vowels:
-        base = start_hz + (end_hz - start_hz) * mid // total
-        if end == "?" and i == last_acc:
-            hz = base - 4
-        elif cl.stress[i] == 2:
-            hz = base + (26 if i == first_acc else 16)
-        elif cl.stress[i] == 1:
-            hz = base + 6
-        else:
-            hz = base - 4
-        anchors.append((mid, hz))
     if end == "?":
-        anchors.append((total, 165))
+        cl.anchor(total, 165)
     elif end == ",":
-        anchors.append((total, end_hz + 4))
+        cl.anchor(total, end_hz + 4)
     else:
-        anchors.append((total, end_hz - 18))
+        cl.anchor(total, end_hz - 18)

@@ -58,12 +58,17 @@ class Speech:
     def __init__(self, text, rate=11025, viper=True):
         if not isinstance(rate, int) or not 8000 <= rate <= 22050:
             raise ValueError("rate must be an int from 8000 to 22050 Hz, got %r" % (rate,))
+        if not P.CODES:
+            raise OSError("voice data missing: phonemes.dat (run tools/voice_data.py)")
         self.rate = rate
         self._syn = Synth(rate, viper)
         self._syn.set_gain(_GAIN)
-        self._pr = None
-        self._clauses = clauses(text)
+        self._pr = Pronouncer()
+        self._clauses = clauses(text, self._pr.words)
         self._next = None
+        self._cur = None
+        self._w0 = 0
+        self._cl = prosody.Clause()
         self._first = True
         self._frames = None
         self._left = 0
@@ -109,17 +114,20 @@ class Speech:
     def _next_clause(self):
         """Plan the next clause (one clause of lookahead tells whether this one is last)."""
         try:
-            if self._pr is None:
-                self._pr = Pronouncer()
-            if self._next is None:
+            if self._cur is None or self._w0 >= len(self._cur[0]):
+                if self._next is None:
+                    self._next = next(self._clauses, None)
+                self._cur = self._next
+                self._w0 = 0
+                if self._cur is None:
+                    return None
                 self._next = next(self._clauses, None)
-            cur = self._next
-            if cur is None:
-                return None
-            self._next = next(self._clauses, None)
-            cl = prosody.plan(cur[0], cur[1], self._pr, self.rate, self._first, self._next is None)
+            words, end = self._cur
+            self._w0 = prosody.plan(
+                self._cl, words, self._w0, end, self._pr, self.rate, self._first, self._next is None
+            )
             self._first = False
-            return cl
+            return self._cl
         except Exception as e:  # noqa: BLE001 - a voice must never crash the organ
             _report(e)
             return None
@@ -208,6 +216,7 @@ class Speech:
         bl, br = self._bl, self._br
         fr[3], fr[4], bw[3], bw[4] = _F4, _F5, _B4, _B5
         anchors = cl.anchors
+        na = cl.na
         ai = 0
         t = 0
         ms_per_frame = FRAME * 1000 // self.rate
@@ -278,14 +287,16 @@ class Speech:
                         v = tgt
                     fr[j] = v
                 # pitch
-                while ai + 1 < len(anchors) and anchors[ai + 1][0] <= t:
+                while ai + 1 < na and anchors[2 * ai + 2] <= t:
                     ai += 1
-                if ai + 1 < len(anchors):
-                    t0, h0 = anchors[ai]
-                    t1, h1 = anchors[ai + 1]
+                if ai + 1 < na:
+                    t0 = anchors[2 * ai]
+                    h0 = anchors[2 * ai + 1]
+                    t1 = anchors[2 * ai + 2]
+                    h1 = anchors[2 * ai + 3]
                     f0 = h0 + (h1 - h0) * (t - t0) // (t1 - t0) if t1 > t0 else h1
                 else:
-                    f0 = anchors[ai][1]
+                    f0 = anchors[2 * ai + 1]
                 # sources
                 a_v, a_h, a_f = av, ah, af
                 p_on = True

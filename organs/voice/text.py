@@ -1,5 +1,8 @@
 # Text normalization for the voice: any UTF-8 in, clauses of lowercase ASCII words out.
 #
+# Abbreviations, units, symbol names and letter names live in words.dat (flash records,
+# see flash.py, built by tools/voice_data.py), not in RAM.
+#
 # clauses(text) yields (words, end) per clause: `words` a list of str holding only a-z and
 # "'", `end` one of "." "," "?" "!" (the punctuation that closed the clause). Numbers,
 # times, ordinals, percentages, units, symbols and common abbreviations become words;
@@ -21,156 +24,62 @@ _ORD = {
     "twelve": "twelfth",
 }
 
-# Abbreviations read as words (lowercased, without the trailing dot).
-_ABBR = {
-    "mr": "mister",
-    "mrs": "missus",
-    "ms": "miz",
-    "dr": "doctor",
-    "st": "street",
-    "ave": "avenue",
-    "etc": "et cetera",
-    "vs": "versus",
-    "approx": "approximately",
-    "min": "minutes",
-    "mins": "minutes",
-    "sec": "seconds",
-    "secs": "seconds",
-    "hr": "hours",
-    "hrs": "hours",
-    "no": None,  # "no." before a number is "number"; otherwise the word "no"
-    "jan": "january",
-    "feb": "february",
-    "aug": "august",
-    "sept": "september",
-    "oct": "october",
-    "nov": "november",
-    "dec": "december",
-    "mon": "monday",
-    "tue": "tuesday",
-    "wed": "wednesday",
-    "thu": "thursday",
-    "fri": "friday",
-    "sat": "saturday",
-    "sun": "sunday",
-}
-
-# Units written after a number ("5 km", "20C", "3.5kg"): (singular, plural).
-_UNITS = {
-    "km": ("kilometer", "kilometers"),
-    "m": ("meter", "meters"),
-    "cm": ("centimeter", "centimeters"),
-    "mm": ("millimeter", "millimeters"),
-    "kg": ("kilogram", "kilograms"),
-    "g": ("gram", "grams"),
-    "mg": ("milligram", "milligrams"),
-    "l": ("liter", "liters"),
-    "ml": ("milliliter", "milliliters"),
-    "s": ("second", "seconds"),
-    "ms": ("millisecond", "milliseconds"),
-    "min": ("minute", "minutes"),
-    "h": ("hour", "hours"),
-    "hz": ("hertz", "hertz"),
-    "khz": ("kilohertz", "kilohertz"),
-    "v": ("volt", "volts"),
-    "mv": ("millivolt", "millivolts"),
-    "a": ("amp", "amps"),
-    "ma": ("milliamp", "milliamps"),
-    "w": ("watt", "watts"),
-    "kw": ("kilowatt", "kilowatts"),
-    "c": ("degree celsius", "degrees celsius"),
-    "f": ("degree fahrenheit", "degrees fahrenheit"),
-    "mph": ("mile per hour", "miles per hour"),
-    "kmh": ("kilometer per hour", "kilometers per hour"),
-    "db": ("decibel", "decibels"),
-    "kb": ("kilobyte", "kilobytes"),
-    "mb": ("megabyte", "megabytes"),
-    "gb": ("gigabyte", "gigabytes"),
-}
-
-# Symbols spoken as words; other punctuation only separates words or ends clauses.
-_SYMBOLS = {
-    "&": "and",
-    "+": "plus",
-    "=": "equals",
-    "@": "at",
-    "#": "number",
-    "%": "percent",
-    "$": "dollars",
-    "*": "star",
-    "/": "slash",
-    "<": "less than",
-    ">": "more than",
-}
-
 # Latin letters with marks (U+00C0..U+00FF) folded to their base letter; "?" = drop.
 _LATIN1 = "aaaaaaaceeeeiiiidnooooo?ouuuuyts" "aaaaaaaceeeeiiiidnooooo?ouuuuyty"
 
-_LETTERS = {
-    "a": "ay",
-    "b": "bee",
-    "c": "see",
-    "d": "dee",
-    "e": "ee",
-    "f": "eff",
-    "g": "jee",
-    "h": "aitch",
-    "i": "eye",
-    "j": "jay",
-    "k": "kay",
-    "l": "el",
-    "m": "em",
-    "n": "en",
-    "o": "oh",
-    "p": "pee",
-    "q": "cue",
-    "r": "ar",
-    "s": "ess",
-    "t": "tee",
-    "u": "you",
-    "v": "vee",
-    "w": "double you",
-    "x": "ex",
-    "y": "why",
-    "z": "zee",
-}
+# Spoken symbols (used only between or after words; "$" and "%" follow numbers).
+_SYMBOLS = "&+=@#*/<>"
 
 _CLAUSE_ENDS = ".,?!;:"
 MAX_WORDS = 24  # a clause longer than this is split (bounds per-clause RAM)
 
 
+def _fold(o):
+    """What one code point becomes: a str to insert (may be empty)."""
+    if o < 32 or o == 127:
+        return " "  # control characters (tab, newline, ...) separate words
+    if o < 127:
+        return chr(o)
+    if 0xC0 <= o <= 0xFF:
+        c = _LATIN1[o - 0xC0]
+        if c == "?":
+            return ""
+        return c.upper() if o < 0xE0 else c
+    if o in (0x2018, 0x2019, 0x02BC):
+        return "'"
+    if o in (0x201C, 0x201D):
+        return '"'
+    if o in (0x2013, 0x2014, 0x2212):
+        return "-"
+    if o == 0x2026:
+        return "."
+    if o == 0x20AC:
+        return " euros "
+    if o == 0xA3:
+        return " pounds "
+    if o == 0xB0:
+        return " degrees "
+    return " "  # emoji and the rest: a word break, nothing spoken
+
+
 def fold_ascii(text):
-    """Any str/bytes -> printable ASCII str; marks folded, the unspeakable dropped."""
+    """Any str/bytes -> printable ASCII str; marks folded, the unspeakable dropped.
+
+    Two passes (measure, then fill one bytearray) so no allocation is bigger than the
+    result: the heap of a board is fragmented."""
     if isinstance(text, (bytes, bytearray, memoryview)):
         text = bytes(text).decode("utf-8", "ignore") if _decodes(text) else _latin(text)
-    out = []
+    n = 0
     for ch in text:
-        o = ord(ch)
-        if o < 32 or o == 127:
-            out.append(" ")  # control characters (tab, newline, ...) separate words
-        elif o < 127:
-            out.append(ch)
-        elif 0xC0 <= o <= 0xFF:
-            c = _LATIN1[o - 0xC0]
-            if c != "?":
-                out.append(c.upper() if o < 0xE0 else c)
-        elif o in (0x2018, 0x2019, 0x02BC):
-            out.append("'")
-        elif o in (0x201C, 0x201D):
-            out.append('"')
-        elif o in (0x2013, 0x2014, 0x2212):
-            out.append("-")
-        elif o == 0x2026:
-            out.append(".")
-        elif o == 0x20AC:
-            out.append(" euros ")
-        elif o == 0xA3:
-            out.append(" pounds ")
-        elif o == 0xB0:
-            out.append(" degrees ")
-        else:
-            out.append(" ")  # emoji and the rest: a word break, nothing spoken
-    return "".join(out)
+        n += len(_fold(ord(ch)))
+    out = bytearray(n)
+    k = 0
+    for ch in text:
+        r = _fold(ord(ch))
+        for c in r:
+            out[k] = ord(c)
+            k += 1
+    return out.decode()
 
 
 def _decodes(b):
@@ -260,7 +169,7 @@ def _tokens(s):
             i += 1
 
 
-def _number_token(tok, nxt, prev):
+def _number_token(tok, nxt, prev, T):
     """Words for a token starting with a digit, and how many following tokens it used."""
     used = 0
     if ":" in tok:  # a time, 7:30 or 12:05:10
@@ -278,13 +187,13 @@ def _number_token(tok, nxt, prev):
                 w += number_words(v)
         low = nxt.lower() if nxt else ""
         if low in ("am", "pm"):
-            w += [low[0], "m"]
+            w += _letter(low[0], T) + _letter("m", T)
             used = 1
         return w, used
     if tok.count(".") == 1 and "," not in tok:
         whole, frac = tok.split(".")
         w = _integer(whole) + ["point"] + digits_words(frac[:8])
-        return w + _unit(nxt, 2), (1 if _unit(nxt, 2) else 0)
+        return w + _unit(nxt, 2, T), (1 if _unit(nxt, 2, T) else 0)
     digits = tok.replace(",", "")
     if not digits.isdigit():
         return [w for d in digits if d.isdigit() for w in digits_words(d)], 0
@@ -295,7 +204,7 @@ def _number_token(tok, nxt, prev):
         w = year_words(int(digits))
         w[-1] = w[-1][:-1] + "ies" if w[-1].endswith("y") else w[-1] + "s"
         return w, 1
-    unit = _unit(nxt, int(digits[:9]) if len(digits) < 10 else 2)
+    unit = _unit(nxt, int(digits[:9]) if len(digits) < 10 else 2, T)
     if (
         len(digits) == 4
         and not unit
@@ -314,66 +223,80 @@ def _integer(digits):
     return number_words(int(digits))
 
 
-def _unit(tok, n):
-    if not tok:
+def _unit(tok, n, T):
+    if not tok or not tok.isalpha():
         return []
-    u = _UNITS.get(tok.lower()) if tok != "M" else _UNITS["m"]
+    u = T.get("u" + tok.lower())
     if not u:
         return []
-    return u[0].split() if n == 1 else u[1].split()
+    w = u.split()
+    if n != 1 and w[0][-1] not in "sz":
+        w[0] += "s"
+    return w
 
 
-def clauses(text):
-    """Yield (words, end) clauses for the text; never raises."""
+def _letter(c, T):
+    return (T.get("l" + c) or "").split()
+
+
+def clauses(text, T):
+    """Yield (words, end) clauses for the text (T: the words.dat Records); never raises."""
     try:
         s = fold_ascii(text)
+    except MemoryError:
+        raise  # reported by the job; not a property of the text
     except Exception:
         s = ""
-    toks = list(_tokens(s))
+    # a window over the token stream: prev2 prev [t] nxt nn (no token list in RAM)
+    it = _tokens(s)
+    prev2 = prev = ""
+    t = next(it, "")
+    nxt = next(it, "")
+    nn = next(it, "")
     words = []
-    i, n = 0, len(toks)
-    while i < n:
-        t = toks[i]
-        nxt = toks[i + 1] if i + 1 < n else ""
-        prev = toks[i - 1] if i else ""
+    while t:
+        used = 0
         try:
             if t[0].isdigit():
-                w, used = _number_token(t, nxt, prev)
-                if prev == "-" and (i < 2 or not toks[i - 2][0].isalnum()):
+                w, used = _number_token(t, nxt, prev, T)
+                if prev == "-" and not prev2[:1].isalnum():
                     w = ["minus"] + w
                 if prev == "$":
                     w = w + ["dollars"]
-                i += used
                 words += w
             elif t[0].isalpha():
                 low = t.lower()
-                if nxt == "." and low in _ABBR:
-                    exp = _ABBR[low]
-                    if exp is None:
-                        nn = toks[i + 2] if i + 2 < n else ""
-                        exp = "number" if nn[:1].isdigit() else low
-                    words += exp.split()
-                    i += 1  # the abbreviation's dot does not end the clause
-                elif len(t) > 1 and t.isupper() and not _vowelish(t):
-                    for c in low:  # an acronym with no vowel: spell it
-                        words += _LETTERS[c].split()
+                exp = T.get("a" + low) if nxt == "." else None
+                if exp is not None:
+                    if exp == "-":  # "no." is "number" only before a number
+                        exp = "number" if nn[:1].isdigit() else ""
+                    if exp:
+                        words += exp.split()
+                        used = 1  # the abbreviation's dot does not end the clause
+                    else:
+                        words.append(low)
+                elif len(t) > 1 and t.isupper() and (len(t) < 4 or not _vowelish(t)):
+                    for c in low:  # a short or vowelless acronym: spell it
+                        words += _letter(c, T)
                 elif len(t) == 1 and t not in "aAI":
-                    words += _LETTERS[low].split()
+                    words += _letter(low, T)
                 else:
                     words.append(low)
             elif t in _CLAUSE_ENDS:
                 if words:
                     yield words, _end(t)
                     words = []
-            elif t in _SYMBOLS and t != "$":
-                if t == "%" or (t in "+=<>&@#*/" and words):
-                    words += _SYMBOLS[t].split()
+            elif t == "%" or (t in _SYMBOLS and words):
+                words += (T.get("s" + t) or "").split()
+        except MemoryError:
+            raise
         except Exception:
-            pass
+            pass  # an unspeakable token is dropped, the rest is still said
         if len(words) >= MAX_WORDS:
             yield words, ","
             words = []
-        i += 1
+        for _ in range(used + 1):
+            prev2, prev, t, nxt, nn = prev, t, nxt, nn, next(it, "")
     if words:
         yield words, "."
 
