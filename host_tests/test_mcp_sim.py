@@ -1,5 +1,6 @@
 # End to end: the MCP SDK client, Body Protocol and a slowloris against the virtual body (master on the unix port).
 import asyncio
+import json
 import socket
 import sys
 import time
@@ -143,6 +144,26 @@ def test_slowloris_does_not_delay_a_plan_on_the_unix_port_master(body):
         for k in held:
             k.close()
     assert min(with_slow) - base < 100, "base %.1f ms, with slowloris %r" % (base, with_slow)
+
+
+def test_chat_bridge_drives_the_virtual_body(body):
+    from test_chat import StandInModel, recorded_completion, run_chat
+
+    plan = dict(PLAN, steps=[dict(PLAN["steps"][0], action="led_off")], response="Light off.")
+    model = StandInModel(recorded_completion(json.dumps(plan)))
+    m = body.mark()
+    try:
+        r = run_chat(body.http[1], model.url, "Switch the light off.")
+    finally:
+        model.close()
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "body: Light off." in r.stdout and "t1 led_off: done" in r.stdout, r.stdout
+    sent = model.requests[0]["body"]
+    names = [c["name"] for c in body.menu()["capabilities"]]
+    assert sent["response_format"]["json_schema"]["schema"] == body.menu()["plan_schema"]
+    assert all('"%s"' % n in sent["messages"][0]["content"] for n in names), "menu in the prompt"
+    ev = body.wait_for(lambda e: e.get("event") == "command" and e.get("name") == "led_off", 3, m)
+    assert ev is not None and ev["src"] == "led", "the plan reached the LED organ: %r" % ev
 
 
 def test_unplugged_organs_leave_the_tools_and_status(body):
