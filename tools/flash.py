@@ -455,7 +455,7 @@ def chip_of(info):
     return mcu.lower().replace("-", "")
 
 
-def check_probe(info, board, arch, role, mpy_version):
+def check_probe(info, board, arch, role, mpy_version, check_arch=True):
     """(notes, runnable): raises FlashError on a board that cannot take the role."""
     notes = []
     chip = chip_of(info)
@@ -494,7 +494,7 @@ def check_probe(info, board, arch, role, mpy_version):
             % (ver, mpy_version[0], mpy_version[1], ".".join(map(str, have[:2])))
         )
     runnable = True
-    if bid != ARCH_IDS[arch] or sub != mpy_version[1]:
+    if check_arch and (bid != ARCH_IDS[arch] or sub != mpy_version[1]):
         board_arch = ARCH_NAMES.get(bid, "arch %d" % bid)
         if not virtual:
             raise FlashError(
@@ -520,8 +520,12 @@ def check_probe(info, board, arch, role, mpy_version):
         )
     if role == "master":
         builds = board.get("two_port_builds", ())
-        if info.get("build") in builds or virtual:
-            notes.append("firmware %s: two organ ports" % (info.get("build") or "virtual"))
+        if virtual:
+            notes.append(
+                "virtual board: its organ ports are the --uart settings of tools/vboard.py"
+            )
+        elif info.get("build") in builds:
+            notes.append("firmware %s: two organ ports" % info.get("build"))
         else:
             notes.append(
                 "firmware %s mirrors the REPL on UART0: the master runs ONE organ port (UART 1); "
@@ -587,6 +591,15 @@ def config_json(args):
     if args.console:
         cfg["console"] = args.console
     return cfg
+
+
+def _write_config(cfg):
+    """The secrets go to a private temporary file (outside the repo) only long enough to copy."""
+    fd, path = tempfile.mkstemp(prefix="organbus-config-", suffix=".json")
+    os.fchmod(fd, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(cfg, f)
+    return path
 
 
 def prepare_code(dirs, stale):
@@ -776,11 +789,14 @@ def http_status(host, port, token):
 
 
 def mount_stage(role, files, stage):
-    """A folder shaped like the board, made of symlinks into the working tree."""
+    """A folder shaped like the board, made of symlinks into the working tree. board.json stays
+    on the board itself (copied first): reading it through the mount protocol byte by byte
+    (json.load) would take seconds."""
     bdir = board_dir(role)
     os.makedirs(os.path.join(stage, "lib"), exist_ok=True)
-    for name in ("main.py", "board.json"):
-        os.symlink(os.path.join(bdir, name), os.path.join(stage, name))
+    os.symlink(os.path.join(bdir, "main.py"), os.path.join(stage, "main.py"))
+    with open(os.path.join(stage, "_organbus_run.py"), "w") as f:
+        f.write(MOUNT_RUN)
     for src, dest in files["modules"] + [(s, d) for s, d in files["data"]]:
         target = os.path.join(stage, "lib", *dest.split("/"))
         os.makedirs(os.path.dirname(target), exist_ok=True)
@@ -789,9 +805,12 @@ def mount_stage(role, files, stage):
     return stage
 
 
+# The launcher in the mounted folder: working-tree modules first (before the firmware's frozen
+# copies and the board's /lib), then the entry point run as the board would run /main.py.
 MOUNT_RUN = (
+    "# organbus --mount launcher (temporary)\n"
     "import sys\nsys.path[:0] = ['/remote/lib']\n"
-    "exec(open('/remote/main.py').read(), {'__name__': '__main__', '__file__': '/remote/main.py'})"
+    "exec(open('/remote/main.py').read(), {'__name__': '__main__', '__file__': '/remote/main.py'})\n"
 )
 
 
@@ -896,7 +915,7 @@ def deploy(args):
     if not dry:
         require_port(args.port)
         info = probe(args.port, files["externals"])
-        notes, runnable = check_probe(info, board, arch, role, mpy_version)
+        notes, runnable = check_probe(info, board, arch, role, mpy_version, not args.mount)
         notes += check_externals(info, files["externals"])
         say(
             "   board: MicroPython %s on %s (build %s), %d bytes free"
@@ -911,7 +930,7 @@ def deploy(args):
             say("   note: " + n)
 
     if args.mount:
-        return mount(args, role, files, dry, head)
+        return mount(args, role, files, dry, head, board, cfg)
 
     stage = tempfile.mkdtemp(prefix="organbus-%s-" % role)
     cfg_path = None
@@ -928,10 +947,7 @@ def deploy(args):
                         "mpy-cross refused %s:\n%s" % (os.path.relpath(src, ROOT), p.stderr.strip())
                     )
         if cfg is not None:
-            fd, cfg_path = tempfile.mkstemp(prefix="organbus-config-", suffix=".json")
-            with os.fdopen(fd, "w") as f:
-                json.dump(cfg, f)
-            os.chmod(cfg_path, 0o600)
+            cfg_path = _write_config(cfg)
         cmd = copy_commands(args.port, plan, files, stage, role, board, cfg_path, args.force)
         head(
             "copy to the board with mpremote (one session; prepares folders, removes stale sources)"
@@ -1036,12 +1052,39 @@ def verify(args, role, board, dry, head, runnable, cfg):
     return 0
 
 
-def mount(args, role, files, dry, head):
+def mount(args, role, files, dry, head, board, cfg):
     stage = tempfile.mkdtemp(prefix="organbus-mount-%s-" % role)
+    cfg_path = None
     try:
+        cp = mpremote_cmd(
+            args.port,
+            "resume",
+            "fs",
+            "cp",
+            os.path.join(board_dir(role), "board.json"),
+            ":/board.json",
+        )
+        if cfg is not None:
+            cfg_path = _write_config(cfg)
+            cp += [
+                "+",
+                "fs",
+                "cp",
+                cfg_path,
+                ":" + board.get("settings", {}).get("config", "/config.json"),
+            ]
+        head(
+            "copy the pin map (and the master's config) to the board: "
+            + show(cp).replace(cfg_path or "\0", "<config.json>")
+        )
         if not dry:
+            p = run(cp, "mpremote copy", capture=True, timeout=120)
+            if p.returncode:
+                raise FlashError("copying board.json failed:\n%s" % (p.stdout + p.stderr).strip())
             mount_stage(role, files, stage)
-        cmd = mpremote_cmd(args.port, "resume", "mount", "-l", stage, "exec", MOUNT_RUN)
+        cmd = mpremote_cmd(
+            args.port, "resume", "mount", "-l", stage, "exec", "import _organbus_run"
+        )
         head("run from the working tree (symlinks in %s; Ctrl-C stops): %s" % (stage, show(cmd)))
         if dry:
             return 0
@@ -1051,6 +1094,8 @@ def mount(args, role, files, dry, head):
             return 130
     finally:
         shutil.rmtree(stage, ignore_errors=True)
+        if cfg_path and os.path.exists(cfg_path):
+            os.remove(cfg_path)
 
 
 def main(argv=None):

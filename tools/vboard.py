@@ -57,6 +57,7 @@ class VirtualBoard:
         self.boots = 0
         self._proc = None
         self._busy = False
+        self._kbd_intr = True  # Ctrl-C is an interrupt unless the program turned that off
         self._booting = False
         self._held_intr = 0
         self._stop = threading.Event()
@@ -89,6 +90,7 @@ class VirtualBoard:
             cmd += ["-X", "heapsize=%s" % self.heapsize]
         cmd += ["-c", "import vboard_device\nvboard_device.main()"]
         self._busy = False
+        self._kbd_intr = True
         self._booting = True  # until the first busy/idle mark: a Ctrl-C then waits for it
         self._held_intr = 0
         self._proc = subprocess.Popen(
@@ -166,9 +168,9 @@ class VirtualBoard:
         # Ctrl-C while code runs is an interrupt (SIGINT), not a byte for stdin.
         out = bytearray()
         for b in data:
-            if b == 3 and self._booting:
+            if b == 3 and self._kbd_intr and self._booting:
                 self._held_intr += 1
-            elif b == 3 and self._busy and self._proc.poll() is None:
+            elif b == 3 and self._kbd_intr and self._busy and self._proc.poll() is None:
                 self._proc.send_signal(signal.SIGINT)
             else:
                 out.append(b)
@@ -188,7 +190,8 @@ class VirtualBoard:
             self._pending_in = self._pending_in[n:]
 
     def _stderr(self, data, state):
-        # "\x00B"/"\x00I" are busy/idle marks; anything else is console output (errors).
+        # "\x00B"/"\x00I" are busy/idle marks, "\x00k"/"\x00K" interrupt char off/on;
+        # anything else is console output (errors).
         buf = state.get("carry", b"") + data
         out = bytearray()
         i = 0
@@ -196,8 +199,12 @@ class VirtualBoard:
             if buf[i] == 0:
                 if i + 1 >= len(buf):
                     break
-                self._busy = buf[i + 1] == ord("B")
+                mark = buf[i + 1]
                 i += 2
+                if mark in b"kK":
+                    self._kbd_intr = mark == ord("K")
+                    continue
+                self._busy = mark == ord("B")
                 if self._booting:
                     self._booting = False
                     if self._held_intr:
@@ -294,12 +301,16 @@ def main(argv=None):
     )
     ap.add_argument("--chip", default="esp32c6", help="chip the virtual board stands in for")
     ap.add_argument("--uart", action="append", type=parse_uart, default=[], metavar="N=ADDR")
+    ap.add_argument("--http", metavar="HOST:PORT", help="master: serve HTTP here (loopback)")
     ap.add_argument("--heapsize", help="MicroPython heap, e.g. 64k (the unix port's -X heapsize)")
     ap.add_argument("--link", help="also make this path a symlink to the pty")
     ap.add_argument("--log", help="append everything the board prints to this file")
     args = ap.parse_args(argv)
     log = open(args.log, "a") if args.log else None
-    board = VirtualBoard(args.flash, args.chip, dict(args.uart), heapsize=args.heapsize, log=log)
+    env = {"ORGANBUS_SIM_HTTP": args.http} if args.http else {}
+    board = VirtualBoard(
+        args.flash, args.chip, dict(args.uart), env=env, heapsize=args.heapsize, log=log
+    )
     port = board.start()
     if args.link:
         if os.path.islink(args.link):

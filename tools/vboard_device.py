@@ -12,7 +12,9 @@
 #   fresh sys.modules) in the mode given by ORGANBUS_VBOARD_MODE ("raw" or "friendly").
 # The host turns a Ctrl-C that arrives while code runs into SIGINT (KeyboardInterrupt here), as a
 # board's UART/USB interrupt character does; to know when code runs, this side writes "\x00B"
-# (busy) and "\x00I" (idle) on stderr, which the host never shows.
+# (busy) and "\x00I" (idle) on stderr, which the host never shows. `micropython.kbd_intr(-1)`
+# (mpremote's mount protocol sends raw bytes) turns that off on a board; here it writes "\x00k"
+# ("\x00K" for back on) so the host passes 0x03 through as data.
 import io
 import os
 import sys
@@ -30,6 +32,19 @@ _stdout = sys.stdout.buffer
 _stderr = sys.stderr.buffer
 _globals = {"__name__": "__main__"}
 _PASTE_WINDOW = 512
+
+
+class _MicroPython:
+    """`micropython` with kbd_intr() told to the host (the unix port would die of SIGINT)."""
+
+    def __init__(self, real):
+        self._real = real
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+    def kbd_intr(self, c):
+        _stderr.write(b"\x00K" if c == 3 else b"\x00k")
 
 
 def _out(b):
@@ -269,6 +284,9 @@ def main():
     for name in (os.getenv("ORGANBUS_VBOARD_PRELOAD") or "").split(","):
         if name:
             __import__(name)
+    import micropython
+
+    sys.modules["micropython"] = _MicroPython(micropython)
     _mount_flash()
     raw = os.getenv("ORGANBUS_VBOARD_MODE") == "raw"
     if _run_file("boot.py"):
