@@ -256,3 +256,29 @@ def test_slowloris_does_not_delay_a_concurrent_plan():
         )
     finally:
         s.stop()
+
+
+def test_expect_100_continue_is_answered(server):
+    """curl sends `Expect: 100-continue` for bodies over 1 KB and waits a second without it."""
+    body = json.dumps(dict(PLAN, response="y" * 1500)).encode()
+    s = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+    s.sendall(
+        b"POST /plan HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: %d\r\n\r\n"
+        % len(body)
+    )
+    first = s.recv(100)
+    assert first == b"HTTP/1.1 100 Continue\r\n\r\n", first
+    s.sendall(body)
+    out = b""
+    while True:
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        out += chunk
+    s.close()
+    assert status_of(out) == 200, out[:200]
+    # Refused before the body: the final status comes instead of 100 Continue.
+    raw = raw_exchange(
+        server.port, b"POST /plan HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 9999\r\n\r\n"
+    )
+    assert status_of(raw) == 413 and b"100 Continue" not in raw, raw

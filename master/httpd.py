@@ -379,6 +379,10 @@ class HttpServer:
             raise HttpError(413, "body of %d bytes is over the limit of %d" % (n, cfg["max_body"]))
         req = Request(method, path, query, headers, addr)
         if n:
+            if headers.get("expect", "").lower() == "100-continue":
+                # curl asks before sending a body over 1 KB; say go on (refusals came first).
+                writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+                await asyncio.wait_for(writer.drain(), cfg["write_timeout_ms"] / 1000)
             try:
                 req.body = await asyncio.wait_for(
                     self._read_body(reader, rest, n), cfg["body_timeout_ms"] / 1000
