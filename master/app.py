@@ -24,8 +24,15 @@ def build(uarts, mode="two-port", note=None, max_steps=16):
     sched = Scheduler(reg.owner, send)
     b = Body(reg, sched, time.ticks_ms, mode, max_steps, note)
     for i in sorted(uarts):
-        links[i] = Link(uarts[i], i, reg)
+        links[i] = Link(uarts[i], i, reg, busy=_busy(sched, i))
     return b, links
+
+
+def _busy(sched, port):
+    def busy():
+        return port in sched.outstanding
+
+    return busy
 
 
 async def _timer(b):
@@ -58,7 +65,10 @@ async def run(
     b.registry.start(time.ticks_ms())
     asyncio.create_task(_timer(b))
     if http:
-        await start_http(b, http[0], http[1], http_config)
+        try:
+            await start_http(b, http[0], http[1], http_config)
+        except Exception as e:  # the body keeps running without its HTTP link
+            log.emit("http_failed", [("host", http[0]), ("port", http[1]), ("error", repr(e))])
     if console == "link":
         from master import console as _console
 

@@ -1,16 +1,28 @@
 # The asyncio edge of one organ port: one reader task and one writer task per UART.
 #
-# The reader sleeps in the poller until bytes arrive (UART timeout=0, `readinto` into one
-# preallocated buffer) and feeds them, with their ms tick, to the registry's decoder for
-# that port. The writer alone owns the TX stream: frames queued by `send` leave in order.
+# The reader has two gears. While a COMMAND is outstanding on the link it waits in the
+# poller (`StreamReader.readinto`), so the COMMAND_RESP is taken the moment it lands. Otherwise
+# (heartbeats, DESCRIPTORs) it polls the UART (timeout=0, `readinto` into one preallocated
+# buffer) every IDLE_POLL_MS: a poller wait allocates (a coroutine and an I/O queue entry per
+# wake-up), a sleep does not, so the steady state of heartbeats allocates nothing.
+# Frames go out by a plain write into the UART driver's TX buffer; the writer task only
+# drains what did not fit, in order (see `send`).
 import asyncio
 import time
 
-_RX = 256  # bytes per read; the UART driver's rxbuf (board.json) absorbs bursts beyond it
+from micropython import const
+
+_RX = const(256)  # bytes per read; the UART driver's rxbuf (board.json) absorbs bursts beyond it
+IDLE_POLL_MS = const(10)  # one esp32 tick; well inside the decoder's 50 ms quiet rule
+
+
+def _never_busy():
+    return False
 
 
 class Link:
-    def __init__(self, uart, index, registry, rxsize=_RX):
+    def __init__(self, uart, index, registry, rxsize=_RX, busy=_never_busy):
+        self.busy = busy  # () -> True while a COMMAND waits for its COMMAND_RESP on this link
         self.uart = uart
         self.index = index
         self.registry = registry
@@ -20,21 +32,41 @@ class Link:
         self.written = 0
 
     def send(self, frame_bytes):
-        """Queue one frame for the writer task (called from the sans-IO core)."""
-        self.queue.append(frame_bytes)
+        """Send one frame (called from the sans-IO core, in whichever task is running).
+
+        With nothing queued the frame goes straight into the UART driver's TX buffer (a
+        plain write: nothing is awaited, so no two tasks ever drain the stream, and an ACK
+        allocates nothing); whatever does not fit is left to the writer task, in order."""
+        q = self.queue
+        if not q:
+            n = self.uart.write(frame_bytes)
+            if n is not None and n >= len(frame_bytes):
+                self.written += n
+                return
+            if n:
+                frame_bytes = frame_bytes[n:]
+                self.written += n
+        q.append(frame_bytes)
         self.ready.set()
 
     async def reader(self):
         s = asyncio.StreamReader(self.uart)
+        uart = self.uart
         buf = self.buf
         reg = self.registry
         index = self.index
+        busy = self.busy
         while True:
-            n = await s.readinto(buf)
-            if n:
-                reg.feed(index, buf, time.ticks_ms(), n)
-            elif n is None:
-                await asyncio.sleep_ms(1)  # woken without data (a connection being set up)
+            n = uart.readinto(buf)
+            if not n:
+                if not busy():
+                    await asyncio.sleep_ms(IDLE_POLL_MS)
+                    continue
+                n = await s.readinto(buf)
+                if not n:
+                    await asyncio.sleep_ms(1)  # woken without data (a connection being set up)
+                    continue
+            reg.feed(index, buf, time.ticks_ms(), n)
 
     async def writer(self):
         w = asyncio.StreamWriter(self.uart, {})

@@ -271,6 +271,7 @@ class Registry:
                         "last_frame_age_ms": age,
                         "abilities": list(p.owned) if p.online else [],
                         "duplicates": list(p.duplicates),
+                        "refusals": [r[0] for r in p.refusals],
                     }
                 )
             ports.append(

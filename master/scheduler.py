@@ -179,6 +179,8 @@ class Scheduler:
 
     def poll(self, now):
         """Timeouts and max_duration_ms releases; call every few tens of ms."""
+        if not self.runs:
+            return  # idle: allocate nothing
         changed = False
         for run in list(self.runs):
             for s in run.steps:

@@ -162,6 +162,65 @@ def _lifecycle_64k():
     }
 
 
+def _mp_link(n):
+    # The asyncio edge on the unix port: a simulated UART (tools/simhw) fed by the CPython
+    # side with one DESCRIPTOR, then n HEARTBEATs; heap allocated per heartbeat, GC off.
+    import asyncio
+    import gc
+
+    import machine
+
+    from master import app
+
+    b, links = app.build({0: machine.UART(0, rxbuf=1024)})
+    b.registry.emit = lambda e, p: None
+    for link in links.values():
+        link.tasks()
+    b.registry.start(time_ms())
+
+    async def timer():
+        while True:
+            b.tick(time_ms())
+            await asyncio.sleep_ms(20)
+
+    async def main():
+        asyncio.create_task(timer())
+        p = b.registry.ports[0]
+        while not p.online:
+            await asyncio.sleep_ms(5)
+        print("READY")
+        await asyncio.sleep_ms(100)
+        dec = p.decoder
+        f0 = dec.frames
+        gc.collect()
+        gc.disable()
+        a = gc.mem_alloc()
+        t0 = time_ms()
+        while dec.frames < f0 + n:
+            await asyncio.sleep_ms(20)
+        used = gc.mem_alloc() - a
+        took = time_ms() - t0
+        gc.enable()
+        print(
+            json.dumps(
+                {
+                    "link_heap_bytes_per_frame": used / n,
+                    "link_frames": n,
+                    "link_acks_sent": p.acks,
+                    "link_wall_ms": took,
+                }
+            )
+        )
+
+    asyncio.run(main())
+
+
+def time_ms():
+    import time
+
+    return time.ticks_ms()
+
+
 def _mp_main(which):
     import gc
 
@@ -195,6 +254,61 @@ def _unix_port(which, heapsize=None, mpy=None):
     if r.returncode != 0 or not lines:
         return {"error": (r.stdout + r.stderr)[-600:]}
     return json.loads(lines[-1])
+
+
+def _link_heap(n=300):
+    import socket
+    import subprocess
+    import time
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(here)
+    sys.path.insert(0, os.path.join(root, "host_tests"))
+    sys.path.insert(0, os.path.join(root, "lib"))
+    sys.path.insert(0, os.path.join(here, "shim"))
+    from support import MICROPYPATH, micropython_exe
+
+    import frame
+    import master_fakes as mf
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    port = srv.getsockname()[1]
+    env = dict(
+        os.environ,
+        MICROPYPATH=os.path.join(here, "simhw") + ":" + MICROPYPATH,
+        ORGANBUS_SIM_UART0="connect:127.0.0.1:%d" % port,
+    )
+    p = subprocess.Popen(
+        [micropython_exe(), "-c", "import bench_master; bench_master._mp_link(%d)" % n],
+        cwd=root,
+        env=dict(env, MICROPYPATH=env["MICROPYPATH"] + ":" + here),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        srv.settimeout(10)
+        conn, _ = srv.accept()
+        conn.sendall(frame.encode(frame.DESCRIPTOR, mf.encode_descriptor(mf.led())))
+        line = p.stdout.readline()
+        if "READY" not in line:
+            return {"error": line + p.stdout.read()[-400:]}
+        time.sleep(0.3)
+        desc = frame.encode(frame.DESCRIPTOR, mf.encode_descriptor(mf.led()))
+        for i in range(n):
+            # the organ's steady state: HEARTBEATs and, every fifth frame here, its DESCRIPTOR
+            conn.sendall(desc if i % 5 == 4 else frame.HEARTBEAT_FRAME)
+            time.sleep(0.003)
+        out = p.communicate(timeout=30)[0]
+        conn.close()
+    finally:
+        srv.close()
+        if p.poll() is None:
+            p.kill()
+    lines = [ln for ln in out.splitlines() if ln.startswith("{")]
+    return json.loads(lines[-1]) if lines else {"error": out[-400:]}
 
 
 def _precompiled(tmp):
@@ -295,6 +409,7 @@ def _sim_64k():
 def run():
     return {
         "unix_port": _unix_port("overhead"),
+        "unix_port_asyncio_link": _link_heap(),
         "heap_64k_sans_io": _heap_64k(),
         "heap_64k_virtual_body": _sim_64k(),
     }

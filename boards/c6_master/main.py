@@ -55,6 +55,7 @@ def _uarts(board, ports):
             tx=u["tx"],
             rx=u["rx"],
             rxbuf=u.get("rxbuf", 1024),
+            txbuf=u.get("txbuf", 1024),
             timeout=0,
         )
     return out
@@ -64,15 +65,34 @@ def _wifi(config):
     # Station mode from /config.json (never committed); the body runs whether or not it connects.
     w = config.get("wifi") or {}
     if not w.get("ssid"):
-        return
+        return None
     try:
         import network
 
         sta = network.WLAN(network.STA_IF)
         sta.active(True)
         sta.connect(w["ssid"], w.get("password", ""))
+        return sta
     except Exception as e:
         print(json.dumps({"event": "wifi", "error": str(e)}))
+        return None
+
+
+async def _wifi_watch(sta):
+    # Say where the HTTP API is once the station has an address (and again after a reconnect).
+    shown = None
+    while True:
+        ip = sta.ifconfig()[0] if sta.isconnected() else None
+        if ip != shown:
+            shown = ip
+            print(json.dumps({"event": "wifi", "connected": ip is not None, "ip": ip}))
+        await asyncio.sleep_ms(2000)
+
+
+async def _run(sta, *args):
+    if sta is not None:
+        asyncio.create_task(_wifi_watch(sta))
+    await app.run(*args)
 
 
 def main():
@@ -82,6 +102,7 @@ def main():
     config = _load(settings.get("config", "/config.json"), {}) or {}
     ports, mode, note = _ports(board, sim)
     uarts = _uarts(board, ports)
+    sta = None
     if sim is not None:
         http = None
         if sim.get("http"):
@@ -89,11 +110,12 @@ def main():
             http = (host, int(port))
         console = "link" if sim.get("console") == "link" else None
     else:
-        _wifi(config)
+        sta = _wifi(config)
         http = ("0.0.0.0", config.get("http_port", settings.get("http_port", 80)))
         console = config.get("console", "repl")
     asyncio.run(
-        app.run(
+        _run(
+            sta,
             uarts,
             mode,
             note,
