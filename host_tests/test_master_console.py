@@ -1,0 +1,77 @@
+# The JSON-lines console link's request handling and the master's HTTP route table (both interpreters).
+import asyncio
+import json
+
+import master_fakes as mf
+import plan_corpus as pc
+from master import console
+
+UNIX_PORT = True
+
+
+def _ask(body, line):
+    return asyncio.run(console.handle(body, line))
+
+
+def test_menu_and_status_ops():
+    rig = mf.standard_rig()
+    r = _ask(rig.body, '{"op": "menu", "id": 1}')
+    assert r["op"] == "menu" and r["status"] == 200 and r["id"] == 1, r
+    assert len(r["reply"]["capabilities"]) == 6, r["reply"]
+    r = _ask(rig.body, b'{"op": "status"}\n')
+    assert r["status"] == 200 and r["reply"]["mode"] == "two-port" and "id" not in r, r
+
+
+def test_plan_op_refused_and_silence():
+    rig = mf.standard_rig()
+    line = json.dumps({"op": "plan", "plan": pc.plan([pc.step("t1", "fly")])})
+    r = _ask(rig.body, line)
+    assert r["status"] == 422, r
+    assert r["reply"]["problems"] == [
+        'steps[0].action: "fly" is not on the menu (menu: %s)' % pc.MENU_NAMES
+    ], r
+    r = _ask(rig.body, json.dumps({"op": "plan", "plan": pc.plan([])}))
+    assert r["status"] == 200 and r["reply"] == {"ok": True, "steps": [], "notes": []}, r
+    assert rig.commands_sent() == 0, "a COMMAND left the master"
+
+
+def test_plan_as_text_is_read_strictly():
+    rig = mf.standard_rig()
+    raw = '{"heard_req": 0, "heard_req": 0, "steps": [], "can_execute": true, "missing": [], "response": ""}'
+    r = _ask(rig.body, json.dumps({"op": "plan", "plan": raw}))
+    assert r["status"] == 422 and r["reply"]["problems"] == ['plan: duplicate key "heard_req"'], r
+    r = _ask(rig.body, json.dumps({"op": "plan", "plan": "{"}))
+    assert r["status"] == 400, r
+
+
+def test_bad_lines():
+    rig = mf.standard_rig()
+    r = _ask(rig.body, "not json")
+    assert r["status"] == 400 and r["reply"]["problems"] == ["line: not JSON"], r
+    r = _ask(rig.body, "[1]")
+    assert r["status"] == 400, r
+    r = _ask(rig.body, '{"op": "dance"}')
+    assert r["status"] == 400 and r["op"] == "dance", r
+    assert r["reply"]["problems"] == ['op: unknown "dance" (ops: menu, plan, status)'], r
+    r = _ask(rig.body, '{"op": "plan"}')
+    assert r["status"] == 400, r
+    r = _ask(rig.body, "x" * (console.MAX_LINE + 1))
+    assert r["status"] == 413, r
+
+
+def test_routes_table():
+    rig = mf.standard_rig()
+    routes = rig.body.routes()
+    assert sorted(routes) == [("GET", "/menu"), ("GET", "/status"), ("POST", "/plan")], routes
+
+    class Req:
+        method = "POST"
+        path = "/plan"
+        headers = {}
+        client = "127.0.0.1"
+        body = b"{oops"
+
+    status, obj, headers = asyncio.run(routes[("POST", "/plan")](Req()))
+    assert status == 400 and obj["problems"][0].startswith("body: not JSON"), obj
+    status, obj, headers = asyncio.run(routes[("GET", "/menu")](Req()))
+    assert status == 200 and obj["protocol"] == 3, obj
