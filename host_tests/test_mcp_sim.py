@@ -167,34 +167,44 @@ def test_chat_bridge_drives_the_virtual_body(body):
 
 
 def test_unplugged_organs_leave_the_tools_and_status(body):
-    body.unplug("led")
+    """Speaker unplugged first, the LED organ 4 s later: each leaves the tools when it goes
+    offline (15 s without a frame), and /status follows the speaker."""
+
+    async def tools_now():
+        async with Client(mcp_url(body)) as c:
+            tools = [t.name for t in (await c.list_tools()).tools]
+            try:
+                await c.call_tool("led_on", {})
+                err = None
+            except MCPError as e:
+                err = e.error
+            return tools, err
+
+    def offline(mid):
+        return lambda e: e.get("event") == "offline" and e.get("module_id") == mid
+
+    m = body.mark()
     body.unplug("speaker")
+    time.sleep(4)
+    body.unplug("led")
     try:
-        ev = body.wait_for(
-            lambda e: e.get("event") == "offline" and e.get("module_id") == "SPK_001", 25
-        )
-        assert ev is not None, "the speaker went offline within 15 s (+ slack)"
-        ev = body.wait_for(
-            lambda e: e.get("event") == "offline" and e.get("module_id") == "LED_001", 5
-        )
-        assert ev is not None, "the LED organ went offline"
-
-        async def go():
-            async with Client(mcp_url(body)) as c:
-                tools = [t.name for t in (await c.list_tools()).tools]
-                with pytest.raises(MCPError) as e:
-                    await c.call_tool("led_on", {})
-                return tools, e.value.error
-
-        tools, err = call(go())
-        assert tools == [], "no organ online, no tools: %r" % tools
-        assert "no organ is online" in err.message, err.message
+        assert body.wait_for(offline("SPK_001"), 25, m), "the speaker went offline (15 s + slack)"
+        assert not body.select(offline("LED_001"), m), "the LED organ is still online here"
+        tools, err = call(tools_now())
+        assert tools == ["led_on", "led_off", "led_blink"], "speaker's tools gone: %r" % tools
+        assert err is None, "led_on still works: %r" % err
         code, out = body.request("POST", "/status", {})
-        assert (code, out) == (200, {"online": False}), (code, out)
+        assert (code, out) == (200, {"online": False}), "no speaker, not online: %r" % out
         code, out = body.request("POST", "/speak", {"text": "anyone?"})
         assert code == 503 and "speaker" in out["error"], (code, out)
+        assert body.wait_for(offline("LED_001"), 15, m), "the LED organ went offline"
+        tools, err = call(tools_now())
+        assert tools == [], "the LED organ's tools are gone too: %r" % tools
+        assert err.code == -32602 and "no organ is online" in err.message, err
     finally:
         body.replug("led")
         body.replug("speaker")
-    got = body.wait_menu(["led_on"], 20)
-    assert got and "led_on" in got, "the LED organ came back: %r" % got
+    got = body.wait_menu(["led_on", "chime"], 20)
+    assert got and "led_on" in got and "chime" in got, "the organs came back: %r" % got
+    code, out = body.request("POST", "/status", {})
+    assert out == {"online": "speak" in got}, (out, got)
