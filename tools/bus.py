@@ -4,7 +4,9 @@
 # board or an external implementation to connect, and takes it back after a disconnect) or
 # `connect` (the cable dials out and redials). Each direction of a cable is a Wire that delivers
 # bytes in order at 115200 8N1 (10 bits per byte: 86.8 us, 11,520 B/s), never earlier than the
-# last bit of a byte would arrive on copper, and can be told to misbehave: junk bytes, bit flips
+# last bit of a byte would arrive on copper (less WAKE_LEAD_S, the OS's timer latency that the
+# pacer aims ahead by, so bytes land on time rather than ~0.1 ms late; the rate over any
+# stretch longer than a byte is never exceeded), and can be told to misbehave: junk bytes, bit flips
 # and drops at a rate, writes split by a pause, a pulled cable. Every fault is counted.
 #
 # Threads, not asyncio: a pacer sleeps on a condition variable until the next byte is due, so
@@ -17,7 +19,18 @@ import time
 
 BAUD = 115200
 BYTE_S = 10.0 / BAUD  # start + 8 data + stop bits
-DELIVER_MAX_BYTES = 12  # hand over at most ~1 ms of bytes per send, as a UART FIFO would
+WHOLE_WRITE_BYTES = 24  # a write this short is handed over whole, when its last byte is in
+DELIVER_MAX_BYTES = 12  # longer writes: ~1 ms of bytes per hand-over, as a UART FIFO would
+WAKE_LEAD_S = 0.0001  # aim wake-ups this early: the OS adds ~0.1 ms to every timed sleep
+SWITCH_INTERVAL_S = 0.0005  # GIL hand-over: a woken pacer must not wait 5 ms for another thread
+
+
+def tune_threads():
+    """Call once in a process that runs cables: shortens CPython's GIL switch interval."""
+    import sys
+
+    if sys.getswitchinterval() > SWITCH_INTERVAL_S:
+        sys.setswitchinterval(SWITCH_INTERVAL_S)
 
 
 def parse_spec(spec, what="address"):
@@ -136,9 +149,9 @@ class Wire:
                 if self.closed:
                     return
                 start, data = self.queue[0]
-                now = time.monotonic()
+                now = time.monotonic() + WAKE_LEAD_S
                 due = int((now - start) / BYTE_S + 1e-9)
-                want = min(len(data), DELIVER_MAX_BYTES)
+                want = len(data) if len(data) <= WHOLE_WRITE_BYTES else DELIVER_MAX_BYTES
                 if due < want:
                     # sleep until a whole (short) write or ~1 ms of a long one has arrived
                     self.cond.wait(start + want * BYTE_S - now)
@@ -295,6 +308,7 @@ class Cable:
         self.unplugs = 0
 
     def start(self):
+        tune_threads()
         self.a.start()
         self.b.start()
         return self

@@ -132,8 +132,7 @@ class _Log:
     def write(self, line):
         if self.f is None:
             self.f = open(self.path, "a")
-        self.f.write(line)
-        self.f.flush()
+        self.f.write(line)  # unbuffered on the unix port (flush() would fsync: far too slow)
 
 
 _log = _Log(SIM["pinlog"])

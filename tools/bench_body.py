@@ -1,0 +1,276 @@
+#!/usr/bin/env python3
+# Benchmarks of the virtual body: command round trips vs the wire limit, POST /plan latency, heap flatness.
+"""Figures of the whole body on the paced bus (real unix-port processes, real time).
+
+  .venv/bin/python tools/bench_body.py                 # short soak (30 s)
+  .venv/bin/python tools/bench_body.py --soak 600      # the 10-minute soak of the README
+
+1. Round trips: plans of 16 alternating led_on/led_off steps on the LED cable; round trips
+   per second from the master's first COMMAND byte to the last COMMAND_RESP it received,
+   against the wire limit for those frame sizes at 115200 8N1 (ratio target >= 0.90). The
+   bus alone (a test echo at both ends, no firmware) is measured the same way as the floor.
+2. Latency from POST /plan (one led_on step) to the first COMMAND byte on the cable.
+3. Heap: every board reports gc.mem_alloc() after gc.collect() once a second; the soak runs
+   plans while the bus flips bits, drops bytes and injects junk; the figure is the heap in
+   use at the end against its value after boot (a few seconds after registration).
+"""
+
+import argparse
+import json
+import os
+import random
+import socket
+import statistics
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+for p in (HERE, os.path.join(ROOT, "lib"), os.path.join(ROOT, "tools", "shim")):
+    if p not in sys.path:
+        sys.path.insert(0, p)
+
+import bus  # noqa: E402
+import sim  # noqa: E402
+import frame  # noqa: E402
+import command  # noqa: E402
+
+
+def plan_of(actions):
+    return {
+        "heard_req": 0,
+        "steps": [
+            {"task_id": "t%d" % (i + 1), "action": a, "params": {}, "priority": 5, "depends_on": []}
+            for i, a in enumerate(actions)
+        ],
+        "can_execute": True,
+        "missing": [],
+        "response": "",
+    }
+
+
+class FrameTimes:
+    """Times (monotonic) at which frames of a wire began (sender side) or ended (receiver side)."""
+
+    def __init__(self, wire, delivered):
+        self.items = []  # (t, type, payload)
+        self.t = 0.0
+        self.lock = threading.Lock()
+        self.dec = frame.Decoder(self._on)
+        self.start_of_frame = None
+        (wire.delivered_taps if delivered else wire.taps).append(self._feed)
+
+    def _feed(self, t, data):
+        with self.lock:
+            self.t = t
+            self.dec.feed(data, int(t * 1000))
+
+    def _on(self, ftype, payload, n):
+        self.items.append((self.t, ftype, bytes(payload[:n])))
+
+    def of(self, ftype, t0=0.0):
+        with self.lock:
+            return [x for x in self.items if x[1] == ftype and x[0] >= t0]
+
+
+def wire_s(nbytes):
+    return nbytes * bus.BYTE_S
+
+
+def bench_round_trips(body, plans=8, steps=16):
+    cable = body.cable("led")
+    sent = FrameTimes(cable.ab, delivered=False)  # master wrote the COMMAND (first byte starts)
+    back = FrameTimes(cable.ba, delivered=True)  # the RESP reached the master (last byte ended)
+    ratios, rates = [], []
+    for _ in range(plans):
+        actions = ["led_on" if i % 2 == 0 else "led_off" for i in range(steps)]
+        t0 = time.monotonic()
+        status, rep = body.plan(plan_of(actions))
+        if status != 200 or not rep.get("ok"):
+            raise RuntimeError("round-trip plan failed: %s %s" % (status, rep))
+        time.sleep(0.05)
+        cmds = sent.of(frame.COMMAND, t0)
+        resps = back.of(frame.COMMAND_RESP, t0)
+        if len(cmds) != steps or len(resps) < steps:
+            raise RuntimeError(
+                "saw %d COMMANDs and %d RESPs for %d steps" % (len(cmds), len(resps), steps)
+            )
+        elapsed = resps[steps - 1][0] - cmds[0][0]
+        limit = sum(
+            wire_s(len(p) + frame.OVERHEAD) + wire_s(1 + frame.OVERHEAD) for _, _, p in cmds
+        )
+        ratios.append(limit / elapsed)
+        rates.append(steps / elapsed)
+    per_rt_bytes = statistics.mean(len(p) + frame.OVERHEAD for _, _, p in cmds) + 1 + frame.OVERHEAD
+    return {
+        "round_trips_per_s": round(statistics.median(rates), 1),
+        "wire_limit_per_s": round(1.0 / wire_s(per_rt_bytes), 1),
+        "ratio": round(statistics.median(ratios), 3),
+        "ratio_min": round(min(ratios), 3),
+        "plans": plans,
+        "steps_per_plan": steps,
+    }
+
+
+def bench_bus_floor(n=200):
+    """The bus alone: a 15-byte 'COMMAND' answered at once with a 9-byte 'RESP' by a test echo."""
+    c = bus.Cable("floor", "listen:127.0.0.1:0", "listen:127.0.0.1:0").start()
+    a = socket.create_connection(("127.0.0.1", c.a.port))
+    b = socket.create_connection(("127.0.0.1", c.b.port))
+    c.a.connected.wait(2)
+    c.b.connected.wait(2)
+    cmd = frame.encode(frame.COMMAND, command.encode_command("led_on"))
+    stop = threading.Event()
+
+    def organ():
+        got = b""
+        while not stop.is_set():
+            try:
+                got += b.recv(100)
+            except OSError:
+                return
+            while len(got) >= len(cmd):
+                got = got[len(cmd) :]
+                b.sendall(frame.RESP_OK_FRAME)
+
+    threading.Thread(target=organ, daemon=True).start()
+    t = time.monotonic()
+    for _ in range(n):
+        a.sendall(cmd)
+        got = b""
+        while len(got) < len(frame.RESP_OK_FRAME):
+            got += a.recv(100)
+    elapsed = time.monotonic() - t
+    stop.set()
+    a.close()
+    b.close()
+    c.close()
+    limit = n * wire_s(len(cmd) + len(frame.RESP_OK_FRAME))
+    return {"ratio": round(limit / elapsed, 3), "round_trips_per_s": round(n / elapsed, 1)}
+
+
+def bench_latency(body, n=20):
+    cable = body.cable("led")
+    sent = FrameTimes(cable.ab, delivered=False)
+    lat = []
+    for i in range(n):
+        t0 = time.monotonic()
+        status, rep = body.plan(plan_of(["led_on" if i % 2 == 0 else "led_off"]))
+        if status != 200:
+            raise RuntimeError("latency plan failed: %s %s" % (status, rep))
+        cmds = sent.of(frame.COMMAND, t0)
+        if cmds:
+            lat.append((cmds[0][0] - t0) * 1000.0)
+    return {
+        "post_to_first_command_ms_median": round(statistics.median(lat), 2),
+        "post_to_first_command_ms_max": round(max(lat), 2),
+        "samples": len(lat),
+    }
+
+
+def bench_heap(body, soak_s, seed=1):
+    rng = random.Random(seed)
+
+    def heaps(role, since=0):
+        return [
+            e["alloc"]
+            for e in body.select(lambda e: e.get("src") == role and e.get("event") == "heap", since)
+        ]
+
+    time.sleep(3.0)  # a few reports after registration: the value "after boot"
+    start = {r: (heaps(r) or [None])[-1] for r in body.boards}
+    for name in body.cables:
+        body.cable(name).set_faults(flip=1e-4, drop=1e-4)
+    t_end = time.monotonic() + soak_s
+    plans = refused = 0
+    actions = ["led_on", "led_off", "led_blink", "chime"]
+    while time.monotonic() < t_end:
+        steps = [rng.choice(actions) for _ in range(rng.randrange(1, 5))]
+        p = plan_of(steps)
+        for s in p["steps"]:
+            if s["action"] == "led_blink":
+                s["params"] = {"count": 1, "period_ms": 100}
+        status, _ = body.plan(p)
+        plans += 1
+        refused += status != 200
+        if rng.random() < 0.2:
+            body.cable(rng.choice(list(body.cables))).junk(rng.randrange(8, 64))
+    for name in body.cables:
+        body.cable(name).set_faults(flip=0, drop=0)
+    time.sleep(2.5)
+    out = {"soak_s": soak_s, "plans": plans, "plans_refused": refused}
+    for r in body.boards:
+        h = heaps(r)
+        end = h[-1] if h else None
+        out[r] = {
+            "after_boot": start[r],
+            "after_soak": end,
+            "delta": None if end is None or start[r] is None else end - start[r],
+            "max": max(h) if h else None,
+        }
+    return out
+
+
+def run(soak_s=30, plans=8, latency_n=20, heap=None, out_dir=None):
+    """All figures as a dict. Round trips and latency run on a body without heap reports (their
+    gc.collect() every second would stall the path being timed); the soak on a second body."""
+    figures = {"bus_floor": bench_bus_floor()}
+    sub = (lambda name: os.path.join(out_dir, name)) if out_dir else (lambda name: None)
+    body = sim.Body(out_dir=sub("timing"), heap=heap, organs=("led",)).start()
+    try:
+        if body.wait_menu(["led_on", "led_off"], 15) is None:
+            raise RuntimeError("the body never came up (logs in %s)" % body.out_dir)
+        figures["round_trips"] = bench_round_trips(body, plans)
+        figures["latency"] = bench_latency(body, latency_n)
+    finally:
+        body.stop()
+    body = sim.Body(out_dir=sub("soak"), heap=heap, heap_report_ms=1000).start()
+    try:
+        if body.wait_menu(["led_on", "led_off", "chime"], 15) is None:
+            raise RuntimeError("the body never came up (logs in %s)" % body.out_dir)
+        figures["heap_soak"] = bench_heap(body, soak_s)
+    finally:
+        body.stop()
+    return figures
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument(
+        "--soak", type=float, default=30, help="seconds of soak (600 = the README figure)"
+    )
+    p.add_argument("--plans", type=int, default=8, help="16-step plans for the round-trip figure")
+    p.add_argument("--heap", help="unix-port heap size of the boards, e.g. 64k")
+    p.add_argument("--json", action="store_true")
+    args = p.parse_args()
+    f = run(args.soak, args.plans, heap=args.heap)
+    if args.json:
+        print(json.dumps(f))
+        return
+    rt, fl, la, hs = f["round_trips"], f["bus_floor"], f["latency"], f["heap_soak"]
+    print("command round trips (led_on/led_off, one paced cable):")
+    print(
+        "  %.1f /s, wire limit %.1f /s: ratio %.3f (min %.3f; target >= 0.90)"
+        % (rt["round_trips_per_s"], rt["wire_limit_per_s"], rt["ratio"], rt["ratio_min"])
+    )
+    print("  the bus alone (test echo, no firmware): ratio %.3f" % fl["ratio"])
+    print(
+        "POST /plan to the first COMMAND byte on the cable: median %.2f ms, max %.2f ms (%d plans)"
+        % (la["post_to_first_command_ms_median"], la["post_to_first_command_ms_max"], la["samples"])
+    )
+    print(
+        "heap in use after a %.0f s soak (%d plans, faults on), gc.mem_alloc() after gc.collect():"
+        % (hs["soak_s"], hs["plans"])
+    )
+    for role in ("master", "led", "speaker"):
+        h = hs.get(role)
+        if h:
+            print(
+                "  %-8s after boot %s B, after soak %s B, delta %s B (max %s B)"
+                % (role, h["after_boot"], h["after_soak"], h["delta"], h["max"])
+            )
+
+
+if __name__ == "__main__":
+    main()
