@@ -89,7 +89,9 @@ def test_mcp_out_of_range_is_forwarded_and_clamped(body):
     r, m = call(go())
     text = r.content[0].text
     assert not r.is_error, text
-    assert "period_ms" in text and "20" in text, "the result notes the out-of-range value: " + text
+    assert "period_ms" in text and "20" in text and "clamps" in text, (
+        "the result notes the out-of-range value: " + text
+    )
 
     def is_up(e):
         return e["src"] == "led" and e.get("event") == "pin" and e["value"] == 1
