@@ -45,10 +45,17 @@ def make_light(cfg):
     return Light(pin=pin, active_low=s.get("active_low", False))
 
 
+def poll_ms(cfg):
+    """How the UART tasks wait (organs.runtime.Link): settings.poll_ms, else 1 ms polling on a
+    board (allocation-free; the esp32 port wakes on its 10 ms tick either way) and the IO wait
+    in simulation (a host wakes at once on bytes, so the paced cable runs at wire speed)."""
+    return cfg.get("settings", {}).get("poll_ms", 0 if getattr(machine, "SIM", None) else 1)
+
+
 def main():
     cfg = board_config()
     organ = LedOrgan(make_light(cfg), module_id=cfg.get("settings", {}).get("module_id", "LED_001"))
-    runtime.run(organ.organ, make_uart(cfg), poll_ms=cfg.get("settings", {}).get("poll_ms", 0))
+    runtime.run(organ.organ, make_uart(cfg), poll_ms=poll_ms(cfg))
 
 
 main()

@@ -70,6 +70,13 @@ def load_voice():
         return None
 
 
+def poll_ms(cfg):
+    """How the UART tasks wait (organs.runtime.Link): settings.poll_ms, else 1 ms polling on a
+    board (allocation-free; the esp32 port wakes on its 10 ms tick either way) and the IO wait
+    in simulation (a host wakes at once on bytes, so the paced cable runs at wire speed)."""
+    return cfg.get("settings", {}).get("poll_ms", 0 if getattr(machine, "SIM", None) else 1)
+
+
 def main():
     cfg = board_config()
     s = cfg.get("settings", {})
@@ -80,7 +87,7 @@ def main():
         voice=load_voice(),
         module_id=s.get("module_id", "SPK_001"),
     )
-    runtime.run(organ.organ, make_uart(cfg), tasks=(audio.run(),), poll_ms=s.get("poll_ms", 0))
+    runtime.run(organ.organ, make_uart(cfg), tasks=(audio.run(),), poll_ms=poll_ms(cfg))
 
 
 main()
