@@ -40,9 +40,12 @@ MASTER_UART = {"led": 0, "speaker": 1}  # master UART per organ cable
 
 
 def micropython_exe():
-    here = os.path.join(os.path.dirname(sys.executable), "micropython")
-    if os.path.exists(here):
-        return here
+    for here in (
+        os.path.join(os.path.dirname(sys.executable), "micropython"),
+        os.path.join(ROOT, ".venv", "bin", "micropython"),
+    ):
+        if os.path.exists(here):
+            return here
     import shutil
 
     exe = shutil.which("micropython")
@@ -157,6 +160,9 @@ class BoardProc:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 bufsize=0,
+                # Ctrl-C belongs to the simulator, which stops the boards itself; a board
+                # whose simulator died sees EOF on its cable and exits
+                start_new_session=True,
             )
             err.close()
             proc = self.proc
@@ -848,7 +854,7 @@ class Console:
             self.print_menu(b.menu())
         elif cmd == "status":
             st = b.status()
-            self.emit("status", "master status:\n" + json.dumps(st, indent=1), status=st)
+            self.emit("status", self.describe_status(st), status=st)
             self.show_bus()
         elif cmd == "bus":
             self.show_bus()
@@ -924,6 +930,45 @@ class Console:
         else:
             ev = self.body.wait_for(lambda e: e.get("event") == what, timeout)
             self.emit("wait", "%s: %s" % (what, "seen" if ev else "not seen"), ok=ev is not None)
+
+    def describe_status(self, st):
+        try:
+            lines = ["master status: %s, uptime %.1f s" % (st["mode"], st["uptime_ms"] / 1000.0)]
+            if st.get("note"):
+                lines.append("  note: %s" % st["note"])
+            organs = {o.get("port"): o for o in st.get("organs", [])}
+            for p in st.get("ports", []):
+                o = organs.get(p["port"], {})
+                age = p.get("last_frame_age_ms")
+                who = "%s (%s)" % (o["module_id"], o.get("module_type")) if o else "no organ"
+                lines.append(
+                    "  UART%s %s %s, last frame %s: %s"
+                    % (
+                        p["port"],
+                        who,
+                        "online" if p.get("online") else "OFFLINE",
+                        "never" if age is None else "%d ms ago" % age,
+                        ", ".join(o.get("abilities", [])) or "-",
+                    )
+                )
+                if o.get("duplicates"):
+                    lines.append("        left off the menu (names taken): %s" % o["duplicates"])
+                for r in p.get("refusals", []):
+                    lines.append(
+                        "        refused descriptor: %s"
+                        % (r.get("reason") if isinstance(r, dict) else r)
+                    )
+                c = p.get("counters", {})
+                lines.append(
+                    "        decoder: " + " ".join("%s %s" % kv for kv in sorted(c.items()))
+                )
+            if "plans" in st:
+                lines.append(
+                    "  plans: " + " ".join("%s %s" % kv for kv in sorted(st["plans"].items()))
+                )
+            return "\n".join(lines)
+        except (KeyError, TypeError, AttributeError):
+            return "master status:\n" + json.dumps(st, indent=1)
 
     def show_bus(self):
         c = self.body.counters()
