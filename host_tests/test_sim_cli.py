@@ -241,3 +241,45 @@ def test_console_direct_steps_become_one_step_plans():
         "count": 30.5,
         "period_ms": "fast",
     }
+
+
+def test_body_takes_an_external_led_organ(tmp_path):
+    """The LED organ's place taken by another process on a loopback address (here: the same
+    firmware under `sim.py board led`, standing in for any other implementation)."""
+    port = _free_port()
+    organ = subprocess.Popen(
+        SIM
+        + [
+            "board",
+            "led",
+            "--uart",
+            "1=listen:127.0.0.1:%d" % port,
+            "--out",
+            str(tmp_path / "ext"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        f = tmp_path / "script.txt"
+        f.write_text("led_on\npower speaker\nwait ack 10\nwait menu 10\nchime\n")
+        r = subprocess.run(
+            SIM
+            + ["--led", "connect:127.0.0.1:%d" % port, "--script", str(f), "--json"]
+            + ["--out", str(tmp_path / "run")],
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
+    finally:
+        organ.terminate()
+        organ.wait(10)
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = [json.loads(x) for x in r.stdout.splitlines()]
+    start = [x for x in lines if x["kind"] == "start"][0]
+    assert sorted(start["pids"]) == ["master", "speaker"], start
+    reports = [x["report"] for x in lines if x["kind"] == "report"]
+    assert len(reports) == 2 and all(rep["ok"] for rep in reports), reports
+    waits = [x for x in lines if x["kind"] == "wait"]
+    assert waits[-1]["ok"], waits
+    assert any(x.get("event") == "power_cycle" for x in lines), "power-cycle not shown"

@@ -556,6 +556,7 @@ commands:
   bus                              bus counters only
   verbose on|off                   also show every organ event (commands, acks, heartbeats...)
   sleep SECONDS / wait menu [S]    for scripts: pause; wait until every organ is on the menu
+  wait EVENT [S]                   for scripts: wait for the next event of that name (e.g. ack)
   help / quit (or Ctrl-C)"""
 
 LIFECYCLE = {
@@ -928,7 +929,10 @@ class Console:
                 "wait", "menu %s: %s" % ("ready" if ok else "NOT ready", got), ok=ok, menu=got
             )
         else:
-            ev = self.body.wait_for(lambda e: e.get("event") == what, timeout)
+            # an event that happens from now on (`wait ack` after `power speaker`)
+            ev = self.body.wait_for(
+                lambda e: e.get("event") == what, timeout, since=self.body.mark()
+            )
             self.emit("wait", "%s: %s" % (what, "seen" if ev else "not seen"), ok=ev is not None)
 
     def describe_status(self, st):
