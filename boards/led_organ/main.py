@@ -15,11 +15,25 @@ def board_config():
         here = "/"
     for path in (here + "board.json", "/board.json"):
         try:
-            with open(path) as f:
-                return json.load(f)
+            f = open(path)
         except OSError:
-            pass
+            continue
+        try:
+            return json.load(f)
+        except ValueError as e:
+            raise ValueError("%s is not valid JSON (%s)" % (path, e))
+        finally:
+            f.close()
     raise OSError("board.json not found next to main.py nor at /board.json")
+
+
+def refuse(e):
+    """The board cannot start: say why, as a lifecycle event line."""
+    if isinstance(e, KeyError):
+        why = "board.json: missing key %s" % e
+    else:
+        why = "%s: %s" % (type(e).__name__, e)
+    print('{"event": "refused", "reason": %s}' % json.dumps(why))
 
 
 def make_uart(cfg):
@@ -36,8 +50,11 @@ def make_uart(cfg):
 
 def make_light(cfg):
     s = cfg.get("settings", {})
+    kind = s.get("led_kind", "gpio")
+    if kind not in ("gpio", "ws2812"):
+        raise ValueError("settings.led_kind %r is not 'gpio' or 'ws2812'" % kind)
     pin = machine.Pin(cfg["pins"]["led"], machine.Pin.OUT)
-    if s.get("led_kind", "gpio") == "ws2812":
+    if kind == "ws2812":
         import neopixel
 
         pixels = neopixel.NeoPixel(pin, s.get("ws2812_count", 1))
@@ -53,9 +70,16 @@ def poll_ms(cfg):
 
 
 def main():
-    cfg = board_config()
-    organ = LedOrgan(make_light(cfg), module_id=cfg.get("settings", {}).get("module_id", "LED_001"))
-    runtime.run(organ.organ, make_uart(cfg), poll_ms=poll_ms(cfg))
+    try:
+        cfg = board_config()
+        organ = LedOrgan(
+            make_light(cfg), module_id=cfg.get("settings", {}).get("module_id", "LED_001")
+        )
+        uart = make_uart(cfg)
+    except (OSError, ValueError, KeyError, TypeError, ImportError) as e:
+        refuse(e)
+        return
+    runtime.run(organ.organ, uart, poll_ms=poll_ms(cfg))
 
 
 main()

@@ -16,11 +16,25 @@ def board_config():
         here = "/"
     for path in (here + "board.json", "/board.json"):
         try:
-            with open(path) as f:
-                return json.load(f)
+            f = open(path)
         except OSError:
-            pass
+            continue
+        try:
+            return json.load(f)
+        except ValueError as e:
+            raise ValueError("%s is not valid JSON (%s)" % (path, e))
+        finally:
+            f.close()
     raise OSError("board.json not found next to main.py nor at /board.json")
+
+
+def refuse(e):
+    """The board cannot start: say why, as a lifecycle event line."""
+    if isinstance(e, KeyError):
+        why = "board.json: missing key %s" % e
+    else:
+        why = "%s: %s" % (type(e).__name__, e)
+    print('{"event": "refused", "reason": %s}' % json.dumps(why))
 
 
 def make_uart(cfg):
@@ -78,16 +92,21 @@ def poll_ms(cfg):
 
 
 def main():
-    cfg = board_config()
-    s = cfg.get("settings", {})
-    audio = make_audio(cfg)
-    organ = SpeakerOrgan(
-        audio,
-        rate=s.get("rate", 11025),
-        voice=load_voice(),
-        module_id=s.get("module_id", "SPK_001"),
-    )
-    runtime.run(organ.organ, make_uart(cfg), tasks=(audio.run(),), poll_ms=poll_ms(cfg))
+    try:
+        cfg = board_config()
+        s = cfg.get("settings", {})
+        audio = make_audio(cfg)
+        organ = SpeakerOrgan(
+            audio,
+            rate=s.get("rate", 11025),
+            voice=load_voice(),
+            module_id=s.get("module_id", "SPK_001"),
+        )
+        uart = make_uart(cfg)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        refuse(e)
+        return
+    runtime.run(organ.organ, uart, tasks=(audio.run(),), poll_ms=poll_ms(cfg))
 
 
 main()
