@@ -15,7 +15,7 @@ import wave
 import frame
 from command import decode_event, encode_command
 from descriptor import decode_descriptor
-from support import ROOT
+from support import MICROPYPATH, ROOT, run_micropython
 
 SIM = os.path.join(ROOT, "tools", "sim.py")
 
@@ -263,3 +263,47 @@ def test_speaker_organ_process():
     assert 600 <= span <= 720, "chime audible for %d ms, want about 700" % span
     assert max(abs(x) for x in s[: (end + 1) * rate // 100]) > 8000, "a real chime, not a hum"
     m.remove()
+
+
+def _run_board_copy(role_dir, edit):
+    """Runs a copy of a board's main.py next to an edited board.json (simulated machine)."""
+    tmp = tempfile.mkdtemp(prefix="organ-board-")
+    try:
+        shutil.copy(os.path.join(ROOT, "boards", role_dir, "main.py"), tmp)
+        with open(os.path.join(ROOT, "boards", role_dir, "board.json")) as f:
+            cfg = json.load(f)
+        edit(cfg)
+        with open(os.path.join(tmp, "board.json"), "w") as f:
+            json.dump(cfg, f)
+        path = ":".join([os.path.join(ROOT, "tools", "simhw"), MICROPYPATH])
+        r = run_micropython([os.path.join(tmp, "main.py")], path=path, timeout=30)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    lines = [json.loads(x) for x in r.stdout.splitlines() if x.startswith("{")]
+    return r, lines
+
+
+def test_organ_with_an_invalid_own_descriptor_does_not_start():
+    def bad_id(cfg):
+        cfg["settings"]["module_id"] = "LED-001"
+
+    r, lines = _run_board_copy("led_organ", bad_id)
+    assert r.returncode == 0, r.stderr
+    assert [x["event"] for x in lines] == ["refused"], "refused, nothing else: %r" % lines
+    assert "module_id" in lines[0]["reason"] and "LED-001" in lines[0]["reason"], lines
+
+
+def test_board_without_its_pin_does_not_start():
+    def no_led(cfg):
+        del cfg["pins"]["led"]
+
+    r, lines = _run_board_copy("led_organ", no_led)
+    assert [x["event"] for x in lines] == ["refused"], (lines, r.stderr)
+    assert "led" in lines[0]["reason"], lines
+
+    def no_i2s(cfg):
+        del cfg["pins"]["i2s_din"]
+
+    r, lines = _run_board_copy("speaker_organ", no_i2s)
+    assert "refused" in [x["event"] for x in lines], (lines, r.stderr)
+    assert "i2s_din" in [x for x in lines if x["event"] == "refused"][0]["reason"], lines
