@@ -76,7 +76,8 @@ def test_plan_round_trip_and_404_405(server):
 def test_malformed_json_is_400_and_nothing_runs(server):
     for body in ('{"steps": [', "not json", '{"a": 1} trailing', b"\xff\xfe{}"):
         code, _, out = request(server.port, "POST", "/plan", body)
-        assert code == 400 and "not valid JSON" in out["error"], (body, code, out)
+        assert code == 400 and out["error"].startswith("body: not JSON: "), (body, code, out)
+        assert out["problems"] == [out["error"]], out
     assert server.body.commands == [], server.body.commands
 
 

@@ -395,7 +395,9 @@ class HttpServer:
             except MemoryError:
                 raise
             except Exception as e:
-                await self._send(writer, 400, {"error": "body is not valid JSON: %s" % e})
+                # `problems` too, so /plan clients see the shape of every other refusal.
+                why = "body: not JSON: %s" % e
+                await self._send(writer, 400, {"error": why, "problems": [why]})
                 return
         try:
             result = await handler(req)
