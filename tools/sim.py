@@ -854,8 +854,11 @@ class Console:
         elif cmd == "menu":
             self.print_menu(b.menu())
         elif cmd == "status":
-            st = b.status()
-            self.emit("status", self.describe_status(st), status=st)
+            if b.http is None:
+                self.emit("status", "the master is external: bus counters only", status=None)
+            else:
+                st = b.status()
+                self.emit("status", self.describe_status(st), status=st)
             self.show_bus()
         elif cmd == "bus":
             self.show_bus()
