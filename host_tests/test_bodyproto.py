@@ -9,7 +9,7 @@ from test_httpd_fakebody import FakeBody, ServerThread
 
 @pytest.fixture
 def server():
-    s = ServerThread(body=FakeBody(play_ms=800))
+    s = ServerThread(body=FakeBody(play_ms=3000))
     yield s
     s.stop()
 
@@ -27,9 +27,11 @@ def test_status_follows_the_speaker(server):
 def test_speak_answers_once_accepted_not_after_playing(server):
     t0 = time.monotonic()
     code, _, out = request(server.port, "POST", "/speak", {"text": "Light is on."})
+    playing = server.body.playing
     took = time.monotonic() - t0
     assert (code, out) == (200, {}), (code, out)
-    assert took < 0.7, "answered on accept, before the 800 ms of speech ended (%.2f s)" % took
+    assert playing == 1, "answered on accept while the speech still plays"
+    assert took < 2.5, "not after the 3 s of speech (%.2f s)" % took
     assert server.body.commands == [("speak", {"text": "Light is on."})], server.body.commands
 
 

@@ -42,6 +42,7 @@ class FakeBody:
         self.executed = []  # every plan that passed the checks (COMMANDs "sent")
         self.commands = []  # (action, params) in the order they were "sent"
         self.play_ms = play_ms  # how long a continuous step runs after its accept
+        self.playing = 0  # continuous steps accepted and still running
 
     def menu(self):
         caps = []
@@ -124,7 +125,11 @@ class FakeBody:
                     s["task_id"], 0 if status == "done" else 1 if status == "refused" else status
                 )
             if status == "done" and self._caps()[s["action"]]["exec_type"] == "continuous":
-                await asyncio.sleep(self.play_ms / 1000)
+                self.playing += 1
+                try:
+                    await asyncio.sleep(self.play_ms / 1000)
+                finally:
+                    self.playing -= 1
             step = {"task_id": s["task_id"], "action": s["action"], "status": status, "ms": 1}
             if status != "done":
                 ok = False
