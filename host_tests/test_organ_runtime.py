@@ -486,3 +486,14 @@ def test_output_queue_overflow_is_counted_not_silent():
         n += 1
     c = r.organ.counters()
     assert n + c["dropped"] == 40 and c["dropped"] > 0, (n, c)
+
+
+def test_ack_or_discover_with_a_payload_is_not_one():
+    r = _started()
+    r.run_until(1000)
+    r.send(frame.encode(frame.ACK, b"\x00"))
+    assert r.organ.state == ANNOUNCING, "an ACK carries nothing: with a payload it is ignored"
+    r.sent = []
+    r.send(frame.encode(frame.DISCOVER, b"x"))
+    assert r.sent == [], "a DISCOVER with a payload brings no DESCRIPTOR: %r" % r.sent
+    assert r.organ.counters()["ignored"] == 2, r.organ.counters()

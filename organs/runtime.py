@@ -211,6 +211,8 @@ class Organ:
             if self.state != REGISTERED:
                 self._register(now)  # a master that commands us knows us: stop announcing
             self._command(payload, n, now)
+        elif n:
+            self.ignored += 1  # ACK and DISCOVER carry nothing: a payload makes it not one
         elif ftype == frame.ACK:
             if self.state != REGISTERED:
                 self._register(now)

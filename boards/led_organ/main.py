@@ -69,6 +69,17 @@ def poll_ms(cfg):
     return cfg.get("settings", {}).get("poll_ms", 0 if getattr(machine, "SIM", None) else 1)
 
 
+def repl_task(names):
+    """On a board with aiorepl installed, a REPL beside the organ (mpremote in, inspect `organ`)."""
+    if getattr(machine, "SIM", None):
+        return ()
+    try:
+        import aiorepl
+    except ImportError:
+        return ()
+    return (aiorepl.task(names),)
+
+
 def main():
     try:
         cfg = board_config()
@@ -79,7 +90,12 @@ def main():
     except (OSError, ValueError, KeyError, TypeError, ImportError) as e:
         refuse(e)
         return
-    runtime.run(organ.organ, uart, poll_ms=poll_ms(cfg))
+    runtime.run(
+        organ.organ,
+        uart,
+        tasks=repl_task({"organ": organ.organ, "led": organ}),
+        poll_ms=poll_ms(cfg),
+    )
 
 
 main()

@@ -91,6 +91,17 @@ def poll_ms(cfg):
     return cfg.get("settings", {}).get("poll_ms", 0 if getattr(machine, "SIM", None) else 1)
 
 
+def repl_task(names):
+    """On a board with aiorepl installed, a REPL beside the organ (mpremote in, inspect `organ`)."""
+    if getattr(machine, "SIM", None):
+        return ()
+    try:
+        import aiorepl
+    except ImportError:
+        return ()
+    return (aiorepl.task(names),)
+
+
 def main():
     try:
         cfg = board_config()
@@ -106,7 +117,8 @@ def main():
     except (OSError, ValueError, KeyError, TypeError) as e:
         refuse(e)
         return
-    runtime.run(organ.organ, uart, tasks=(audio.run(),), poll_ms=poll_ms(cfg))
+    tasks = (audio.run(),) + repl_task({"organ": organ.organ, "speaker": organ, "audio": audio})
+    runtime.run(organ.organ, uart, tasks=tasks, poll_ms=poll_ms(cfg))
 
 
 main()
