@@ -293,6 +293,33 @@ def test_idle_rule_uses_exact_times(tmp_path):
         assert c["junk"] == 5 and c["abandoned"] == 1, c
 
 
+def test_old_candidate_rule_on_capture_times(tmp_path):
+    # heartbeats every 30 ms behind a header claiming 300 bytes: the header goes 90 ms after it came
+    hb = "aa0303000060f055"
+    path = _timed(
+        tmp_path, [("0", "aa0310012c"), ("30", hb), ("60", hb), ("89.999", hb), ("90", hb)]
+    )
+    outs = []
+    for run in (run_cp, run_mp):
+        r = run([path])
+        outs.append(r.stdout)
+        frames, c = _frames_and_counters(r)
+        assert [f["t_ms"] for f in frames] == [30, 60, 89.999, 90], frames
+        assert c["abandoned"] == 1 and c["junk"] == 5, c
+    assert outs[0] == outs[1], "the age rule decides alike on both interpreters"
+
+
+def test_long_gaps(tmp_path):
+    # hours between lines: still one quiet gap each, never a wrapped tick
+    hb = "aa0303000060f055"
+    rows = [("0", "aa0310012c"), ("3600000", hb[:8]), ("7200000.5", hb[8:]), ("10800000", hb)]
+    path = _timed(tmp_path, rows)
+    for run in (run_cp, run_mp):
+        frames, c = _frames_and_counters(run([path]))
+        assert [f["t_ms"] for f in frames] == [10800000], frames
+        assert c["abandoned"] == 2, "the header and the split heartbeat both went stale: %r" % c
+
+
 def test_long_capture_keeps_times(tmp_path):
     rows = []
     hb = "aa0303000060f055"

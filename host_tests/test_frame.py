@@ -321,14 +321,57 @@ def test_feed_applies_idle_rule_first():
 def test_no_gap_no_abandon():
     s = Sink()
     s.dec.feed(b"\xaa\x03\x10\x01\x2c", 0)
-    s.dec.feed(HB, 30)
-    s.dec.feed(b"\x00" * 10, 70)
+    s.dec.feed(HB, 20)
+    s.dec.feed(b"\x00" * 10, 45)
     assert s.got == [], "bytes kept arriving: the candidate is still open, got %r" % s.got
     _check_counts(s.dec, "no gap", abandoned=0)
-    s.dec.idle(119)
-    assert s.got == [], "quiet is measured from the last byte (70), not the first"
-    s.dec.idle(120)
-    assert s.got == [(3, b"")], "abandon after 50 ms from the last byte: %r" % s.got
+    s.dec.idle(89)
+    assert s.got == [], "quiet is measured from the last byte (45), not the first"
+    _check_counts(s.dec, "no gap", abandoned=0)
+
+
+def test_old_candidate_abandoned_while_bytes_trickle():
+    # a corrupt header claiming 300 bytes must not hold heartbeats that keep coming 30 ms apart
+    s = Sink()
+    s.dec.feed(b"\xaa\x03\x10\x01\x2c", 0)
+    s.dec.feed(HB, 30)
+    s.dec.feed(HB, 60)
+    s.dec.idle(89)
+    assert s.got == [], "89 ms: the candidate may still be a frame on its way"
+    s.dec.idle(90)
+    assert s.got == [(3, b""), (3, b"")], "90 ms after its SOF it is abandoned: %r" % s.got
+    _check_counts(s.dec, "age", abandoned=1, junk=5, frames=2)
+    s.dec.feed(HB, 91)
+    assert len(s.got) == 3, "later frames flow again"
+
+
+def test_age_counts_from_the_rescan():
+    # a candidate found by a rescan gets its own 90 ms: a long frame still arriving is kept
+    desc = b"\x5a" * 300
+    whole = b"\xaa\x03\x01" + bytes([len(desc) >> 8, len(desc) & 0xFF]) + desc
+    s = Sink()
+    s.dec.feed(b"\xaa\x03\x10\x00\x20", 0)  # claims 32 bytes: complete (and bad) at t=80
+    s.dec.feed(b"\x00" * 20, 40)
+    s.dec.feed(whole[:20], 80)  # completes the corrupt one; a real frame starts inside
+    assert s.dec.counters()["bad_eof"] + s.dec.counters()["crc_errors"] == 1, s.dec.counters()
+    s.dec.feed(whole[20:200], 120)
+    s.dec.feed(whole[200:], 160)
+    full = _frame(1, desc)
+    s.dec.feed(full[len(whole) :], 165)
+    assert s.got == [(1, desc)], "the frame found by the rescan at 80 is complete at 165: %r" % [
+        (t, len(p)) for t, p in s.got
+    ]
+    _check_counts(s.dec, "rescan age", abandoned=0)
+
+
+def test_empty_feed_is_an_idle_poll():
+    s = Sink()
+    s.dec.feed(b"\xaa\x03\x10\x01\x2c" + HB, 0)
+    s.dec.feed(b"", 49)
+    assert s.got == [], "an empty read before 50 ms changes nothing"
+    s.dec.feed(bytearray(8), 50, 0)
+    assert s.got == [(3, b"")], "an empty read after 50 ms of quiet applies the idle rule"
+    _check_counts(s.dec, "empty feed", bytes=13, abandoned=1)
 
 
 def test_slow_frame_is_abandoned():

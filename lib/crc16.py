@@ -37,10 +37,11 @@ def crc16_pure(buf, crc=0xFFFF, start=0, end=-1):
 
 if sys.implementation.name == "micropython":
 
-    # Argument order matters: viper keeps the first locals in machine registers, so the
-    # hot ones (crc, p, t) come first. Each 8-byte round folds two input bytes into the
-    # CRC and looks all eight up in their own table (slicing-by-8); p walks the buffer up
-    # to an end address. crc16 resolves end=-1; end <= start is an empty range.
+    # Argument order matters: viper keeps the first three locals in machine registers, so
+    # the hot ones (crc, p, t) come first; t1..t7 (the other seven tables) live on the stack,
+    # which costs less than adding k*256 to every index. Each 8-byte round folds two input
+    # bytes into the CRC and looks all eight up in their own table (slicing-by-8); p walks the
+    # buffer up to an end address. crc16 resolves end=-1; end <= start is an empty range.
     @micropython.viper
     def crc16_raw(crc: int, p: ptr8, t: ptr16, start: int, end: int) -> int:
         n = end - start
@@ -48,26 +49,33 @@ if sys.implementation.name == "micropython":
             return crc  # an empty buffer's pointer may be NULL: never compute from it
         p = ptr8(uint(p) + start)
         e = uint(p) + n - 15
+        t1 = ptr16(uint(t) + 512)
+        t2 = ptr16(uint(t) + 1024)
+        t3 = ptr16(uint(t) + 1536)
+        t4 = ptr16(uint(t) + 2048)
+        t5 = ptr16(uint(t) + 2560)
+        t6 = ptr16(uint(t) + 3072)
+        t7 = ptr16(uint(t) + 3584)
         while uint(p) < e:
             crc = (
                 t[p[7]]
-                ^ t[256 + p[6]]
-                ^ t[512 + p[5]]
-                ^ t[768 + p[4]]
-                ^ t[1024 + p[3]]
-                ^ t[1280 + p[2]]
-                ^ t[1536 + ((crc >> 8) ^ p[1])]
-                ^ t[1792 + ((crc ^ p[0]) & 0xFF)]
+                ^ t1[p[6]]
+                ^ t2[p[5]]
+                ^ t3[p[4]]
+                ^ t4[p[3]]
+                ^ t5[p[2]]
+                ^ t6[(crc >> 8) ^ p[1]]
+                ^ t7[(crc ^ p[0]) & 0xFF]
             )
             crc = (
                 t[p[15]]
-                ^ t[256 + p[14]]
-                ^ t[512 + p[13]]
-                ^ t[768 + p[12]]
-                ^ t[1024 + p[11]]
-                ^ t[1280 + p[10]]
-                ^ t[1536 + ((crc >> 8) ^ p[9])]
-                ^ t[1792 + ((crc ^ p[8]) & 0xFF)]
+                ^ t1[p[14]]
+                ^ t2[p[13]]
+                ^ t3[p[12]]
+                ^ t4[p[11]]
+                ^ t5[p[10]]
+                ^ t6[(crc >> 8) ^ p[9]]
+                ^ t7[(crc ^ p[8]) & 0xFF]
             )
             p = ptr8(uint(p) + 16)
         e += 15

@@ -9,10 +9,10 @@ from crc16 import crc16, crc16_raw
 
 try:
     from time import ticks_diff
-except ImportError:  # CPython host: ticks are plain ints
+except ImportError:  # CPython host: the same arithmetic as MicroPython's 30-bit ticks
 
     def ticks_diff(a, b):
-        return a - b
+        return ((a - b + 0x20000000) & 0x3FFFFFFF) - 0x20000000
 
 
 SOF = const(0xAA)
@@ -21,6 +21,7 @@ EOF = const(0x55)
 MAX_LEN = const(512)
 OVERHEAD = const(8)
 IDLE_MS = const(50)
+AGE_MS = const(90)
 
 DESCRIPTOR = const(0x01)
 ACK = const(0x02)
@@ -130,10 +131,16 @@ class Decoder:
     taken so far; _need is how many the candidate needs (5 until LEN is known).
     `payload` is one fixed view of _buf[5:]: only its first n bytes belong to the frame,
     and only during the call.
+
+    Times are ticks (ms unless tick_ms says how many ticks make a millisecond). _last is
+    when the last byte came; _since is when the current candidate became the candidate
+    (its SOF arrived, or the rescan that found it ran: never earlier than the truth).
     """
 
-    def __init__(self, on_frame, handled=None):
+    def __init__(self, on_frame, handled=None, tick_ms=1):
         self.on_frame = on_frame
+        self._quiet = IDLE_MS * tick_ms
+        self._age = AGE_MS * tick_ms
         self._buf = bytearray(_BUF_SIZE)
         self.payload = memoryview(self._buf)[5:]
         self._handled = bytearray(256)
@@ -142,6 +149,8 @@ class Decoder:
         self._fill = 0
         self._need = 5
         self._last = 0
+        self._since = 0
+        self._now = 0
         self.reset_counters()
 
     def reset_counters(self):
@@ -160,9 +169,11 @@ class Decoder:
         if n < 0:
             n = len(data)
         if n == 0:
+            self.idle(now)
             return
-        if self._fill and ticks_diff(now, self._last) >= IDLE_MS:
-            self.flush()  # every byte held arrived before the quiet gap
+        self._now = now
+        if self._fill:
+            self._stale(now)
         self._last = now
         self.bytes += n
         buf = self._buf
@@ -177,6 +188,7 @@ class Decoder:
                 buf[0] = SOF
                 self._fill = 1
                 self._need = 5
+                self._since = now
                 i = j + 1
                 continue
             k = self._need - fill
@@ -189,12 +201,23 @@ class Decoder:
                 self._process()
 
     def idle(self, now):
-        """The reader saw no byte: once the line was quiet 50 ms, abandon what is incomplete.
+        """The reader saw no byte (call it on every empty poll): apply the time rules."""
+        if self._fill:
+            self._now = now
+            self._stale(now)
 
-        A candidate found by the rescan is as stale as the one abandoned, so the rule repeats
-        until nothing is pending (frames hidden behind come out on the way)."""
-        if self._fill and ticks_diff(now, self._last) >= IDLE_MS:
+    def _stale(self, now):
+        # Quiet line: no byte for 50 ms. Every byte held came before the gap, so a candidate
+        # found by the rescan is as stale as the one abandoned: repeat until nothing is pending
+        # (frames hidden behind come out on the way).
+        # Old candidate: incomplete 90 ms after it became the candidate while bytes kept
+        # trickling in. At 115200 baud a whole 520-byte frame takes 45 ms, so it is a corrupt
+        # header swallowing later frames: abandon it (once; what the rescan finds starts its
+        # own 90 ms). This bounds how long a corrupt header can hold a good frame back.
+        if ticks_diff(now, self._last) >= self._quiet:
             self.flush()
+        elif ticks_diff(now, self._since) >= self._age:
+            self._abandon()
 
     def flush(self):
         """End of input: whatever is incomplete is abandoned (frames behind it still come out)."""
@@ -222,6 +245,7 @@ class Decoder:
         else:
             _copy(buf, 0, buf, j, fill - j)
             self._fill = fill - j
+            self._since = self._now
         self._need = 5
 
     def _process(self):

@@ -11,7 +11,9 @@
 #
 # Output is written by hand, not by json.dumps: MicroPython keeps no dict order and formats
 # floats differently. f32 values print as the shortest decimal that reads back as the same
-# f32 (exact integer arithmetic), t_ms as the capture's own number text.
+# f32 (exact integer arithmetic), t_ms as the capture's own number text. Capture times are read
+# exactly (decimal text to integer ns) and reach the decoder as microsecond ticks, so its
+# 50 ms quiet and 90 ms candidate-age rules decide the same way on both interpreters.
 import sys
 
 
@@ -37,7 +39,8 @@ import command  # noqa: E402
 import descriptor  # noqa: E402
 import frame  # noqa: E402
 
-_IDLE_NS = 50000000  # the 50 ms idle rule, in nanoseconds of capture time
+_US = 1000  # the decoder's ticks are microseconds of capture time (Decoder tick_ms=1000)
+_LONG_NS = 1000000000  # a gap longer than 1 s is fed as 1 s (ticks stay far from wrapping)
 
 
 class UsageError(Exception):
@@ -275,7 +278,7 @@ class Dump:
         self.caps = {}
         for c in capabilities:
             self.caps[c["name"]] = c
-        self.dec = frame.Decoder(self.on_frame)
+        self.dec = frame.Decoder(self.on_frame, None, _US)
         self.framed = 0  # bytes of delivered frames
         self.spans = []  # (end offset in the stream, t_ms text) per timed chunk
         self.timed = False
@@ -432,7 +435,7 @@ def run_timed(dump, lines, name):
 
     dump.timed = True
     last = None
-    tick = 0
+    clock = 0  # capture time in ns since the first line, long gaps shortened to 1 s
     for num, line in lines:
         line = line.strip()
         if not line:
@@ -456,10 +459,9 @@ def run_timed(dump, lines, name):
         if last is not None:
             if ns < last:
                 _fail_line(where, "t_ms %s goes back in time" % token)
-            if ns - last >= _IDLE_NS:
-                tick += 50  # the decoder sees exactly whether the line was quiet 50 ms
+            clock += min(ns - last, _LONG_NS)
         last = ns
-        dump.timed_chunk(token, tick, data)
+        dump.timed_chunk(token, clock // 1000, data)
 
 
 def _lines(f):
@@ -521,11 +523,11 @@ def run_port(dump, port, baud):
     try:
         while True:
             data = ser.read(512)
-            now = int((time.monotonic() - t0) * 1000)
+            us = int((time.monotonic() - t0) * 1000000)
             if data:
-                dump.timed_chunk(str(now), now, data)
+                dump.timed_chunk(str(us // 1000), us, data)
             else:
-                dump.dec.idle(now)
+                dump.dec.idle(us)
     except KeyboardInterrupt:
         pass
     finally:

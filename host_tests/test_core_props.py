@@ -1,0 +1,349 @@
+# Property tests (hypothesis, CPython) of the frame Decoder: chunking, junk and bit flips, the 100 ms
+# delivery bound, and the Decoder against a small reference model written straight from PROTOCOL.md.
+# A frame that appears but was not sent is a CRC collision: counted, verified and reported, not hidden.
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+import frame
+from crc16 import crc16_pure
+
+COUNTERS = frame.COUNTER_NAMES
+SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+# examples run, decoded frames that were not sent (verified collisions)
+STATS = {"junk_examples": 0, "collisions": 0, "frames_checked": 0}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _report_collisions(request):
+    yield
+    line = (
+        "test_core_props: %d CRC collision(s) in %d junk/bit-flip examples (%d frames checked); "
+        "each one verified as a legal frame present in the stream"
+        % (STATS["collisions"], STATS["junk_examples"], STATS["frames_checked"])
+    )
+    tr = request.config.pluginmanager.getplugin("terminalreporter")
+    cm = request.config.pluginmanager.getplugin("capturemanager")
+    if tr is not None and cm is not None:
+        with cm.global_and_fixture_disabled():  # shown even without -s
+            tr.write_line("")
+            tr.write_line(line)
+    else:
+        print(line)
+
+
+def ref_frame(ftype, payload):
+    body = bytes([3, ftype, len(payload) >> 8, len(payload) & 0xFF]) + bytes(payload)
+    c = crc16_pure(body)
+    return b"\xaa" + body + bytes([c >> 8, c & 0xFF, 0x55])
+
+
+class RefDecoder:
+    """The receiving rules of PROTOCOL.md section 2, written for clarity, not speed."""
+
+    def __init__(self):
+        self.pending = bytearray()
+        self.last = 0  # when the last byte came
+        self.since = 0  # when the candidate at pending[0] became the candidate
+        self.now = 0
+        self.fresh = True  # pending[0] is not yet a known candidate
+        self.frames = []
+        self.c = dict.fromkeys(COUNTERS, 0)
+
+    def feed(self, data, now):
+        if not data:
+            self.idle(now)
+            return
+        self.now = now
+        if self.pending:
+            self._stale(now)
+        self.last = now
+        self.c["bytes"] += len(data)
+        self.pending += data
+        self._scan()
+
+    def idle(self, now):
+        if self.pending:
+            self.now = now
+            self._stale(now)
+
+    def _stale(self, now):
+        if now - self.last >= 50:  # quiet line: everything held is stale
+            self.flush()
+        elif now - self.since >= 90:  # a candidate cannot take 90 ms at 115200 baud
+            self.c["abandoned"] += 1
+            self._drop_sof()
+
+    def flush(self):
+        while self.pending:
+            # what is pending is an incomplete candidate: abandon it, rescan after its SOF
+            self.c["abandoned"] += 1
+            self._drop_sof()
+
+    def _drop_sof(self):
+        self.c["junk"] += 1
+        del self.pending[0]
+        self.fresh = True
+        self._scan()
+
+    def _scan(self):
+        p = self.pending
+        while p:
+            i = p.find(b"\xaa")
+            if i < 0:
+                i = len(p)
+            self.c["junk"] += i
+            del p[:i]
+            if not p:
+                self.fresh = True
+                return
+            if self.fresh:
+                self.since = self.now
+                self.fresh = False
+            if len(p) < 5:
+                return
+            if p[1] != 3:
+                self.c["bad_version"] += 1
+            else:
+                n = (p[3] << 8) | p[4]
+                if n > 512:
+                    self.c["oversize"] += 1
+                elif len(p) < n + 8:
+                    return
+                elif p[n + 7] != 0x55:
+                    self.c["bad_eof"] += 1
+                elif crc16_pure(p, 0xFFFF, 1, n + 5) != (p[n + 5] << 8) | p[n + 6]:
+                    self.c["crc_errors"] += 1
+                else:
+                    self.c["frames"] += 1
+                    if p[2] not in frame.TYPE_NAMES:
+                        self.c["unknown"] += 1
+                    self.frames.append((p[2], bytes(p[5 : 5 + n])))
+                    del p[: n + 8]
+                    self.fresh = True
+                    continue
+            self.c["junk"] += 1
+            del p[0]
+            self.fresh = True
+
+
+class Sink:
+    def __init__(self):
+        self.got = []
+        self.now = 0
+        self.dec = frame.Decoder(self.on_frame)
+
+    def on_frame(self, t, payload, n):
+        self.got.append((t, bytes(payload[:n]), self.now))
+
+
+# ---- strategies
+
+types = st.sampled_from([1, 2, 3, 4, 0x10, 0x11, 0x20, 0x21]) | st.integers(0, 255)
+payloads = st.one_of(
+    st.binary(max_size=16),
+    st.binary(max_size=512),
+    st.lists(st.sampled_from([0xAA, 0x03, 0x55, 0x00]), max_size=40).map(bytes),
+)
+frames_st = st.lists(st.tuples(types, payloads), max_size=8)
+junk_st = st.lists(
+    st.sampled_from([0xAA, 0x03, 0x55, 0x00, 0x02, 0x01]) | st.integers(0, 255), max_size=30
+).map(bytes)
+
+
+def _cuts(draw, n):
+    return sorted(set(draw(st.lists(st.integers(0, n), max_size=12))))
+
+
+def _chunks(data, cuts):
+    out = []
+    prev = 0
+    for c in cuts + [len(data)]:
+        out.append(data[prev:c])
+        prev = c
+    return [c for c in out if c]
+
+
+@SETTINGS
+@given(st.data())
+def test_any_chunking_gives_the_same_frames(data):
+    sent = data.draw(frames_st)
+    stream = b"".join(ref_frame(t, p) for t, p in sent)
+    cuts = _cuts(data.draw, len(stream))
+    s = Sink()
+    for chunk in _chunks(stream, cuts):
+        s.dec.feed(chunk, 0)
+    assert [(t, p) for t, p, _ in s.got] == sent, "chunking at %r changed the frames" % cuts
+    c = s.dec.counters()
+    assert c["frames"] == len(sent) and c["junk"] == 0 and c["bytes"] == len(stream), c
+    assert s.dec.pending() == 0, "nothing is left pending after whole frames"
+
+
+def check_not_sent(sent, intact, stream, got):
+    """Match decoded frames against what was sent; return the verified collisions.
+
+    A decoded frame is either the next intact sent frame (in order), or it was not sent: then
+    it must be a legal frame that really is in the stream bytes (a CRC collision: a corrupted
+    stretch that still passes every check), and it is counted. Any intact sent frame not
+    delivered must overlap such a collision."""
+    j = 0
+    matched = [False] * len(sent)
+    collisions = []
+    for t, p in got:
+        k = j
+        while k < len(sent) and not (intact[k] and sent[k][0][:2] == (t, p)):
+            k += 1
+        if k < len(sent):
+            matched[k] = True
+            j = k + 1
+            continue
+        raw = ref_frame(t, p)
+        at = stream.find(raw)
+        assert at >= 0, "decoded %r is neither sent nor a legal frame in the stream" % ((t, p),)
+        collisions.append((at, at + len(raw)))
+    for k, ((t, p), (a, b)) in enumerate(sent):
+        if intact[k] and not matched[k]:
+            hit = any(a < cb and ca < b for ca, cb in collisions)
+            assert hit, "intact frame %d %r at %d..%d was not delivered" % (k, (t, p[:8]), a, b)
+    return collisions
+
+
+@SETTINGS
+@given(st.data())
+def test_junk_and_bit_flips_never_invent_frames(data):
+    pieces = data.draw(st.lists(st.tuples(types, payloads, junk_st), min_size=1, max_size=8))
+    stream = bytearray()
+    sent = []
+    for t, p, junk in pieces:
+        stream += junk
+        a = len(stream)
+        stream += ref_frame(t, p)
+        sent.append(((t, p), (a, len(stream))))
+    flips = data.draw(
+        st.lists(st.tuples(st.integers(0, len(stream) - 1), st.integers(0, 7)), max_size=6)
+    )
+    for i, bit in flips:
+        stream[i] ^= 1 << bit
+    stream = bytes(stream)
+    intact = []
+    for (t, p), (a, b) in sent:
+        intact.append(stream[a:b] == ref_frame(t, p))
+    s = Sink()
+    for chunk in _chunks(stream, _cuts(data.draw, len(stream))):
+        s.dec.feed(chunk, 0)
+    s.dec.flush()
+    got = [(t, p) for t, p, _ in s.got]
+    collisions = check_not_sent(sent, intact, stream, got)
+    STATS["junk_examples"] += 1
+    STATS["frames_checked"] += len(got)
+    STATS["collisions"] += len(collisions)
+    if collisions:
+        event("CRC collision")
+    c = s.dec.counters()
+    framed = sum(len(p) + 8 for _, p in got)
+    assert c["bytes"] == c["junk"] + framed, "every byte is junk or framed: %r" % c
+
+
+def test_collision_accounting_sees_a_real_collision():
+    # a corruption the CRC cannot see: another 3-byte payload with the same CRC (for each
+    # first byte exactly one 2-byte tail gives any wanted CRC)
+    sent_p = b"\x12\x34\x56"
+    want = ref_frame(0x10, sent_p)
+    crc = (want[-3] << 8) | want[-2]
+    other = None
+    for v in range(65536):
+        p = bytes([0x99, v >> 8, v & 0xFF])
+        if crc16_pure(bytes([3, 0x10, 0, 3]) + p) == crc:
+            other = p
+            break
+    assert other is not None, "CRC-16 must have a colliding 3-byte payload"
+    wire = want[:5] + other + want[8:]
+    assert wire != want and ref_frame(0x10, other) == wire, "the corrupted frame is legal"
+    stream = b"\x00" + wire + ref_frame(3, b"")
+    s = Sink()
+    s.dec.feed(stream, 0)
+    got = [(t, p) for t, p, _ in s.got]
+    sent = [((0x10, sent_p), (1, 12)), ((3, b""), (12, 20))]
+    collisions = check_not_sent(sent, [False, True], stream, got)
+    assert collisions == [(1, 12)], "the corrupted frame must be counted as a collision: %r" % got
+
+
+@SETTINGS
+@given(
+    st.integers(1, 512),
+    st.lists(st.tuples(types, st.binary(max_size=40)), min_size=1, max_size=6),
+    st.integers(1, 60),
+    st.integers(0, 9),
+)
+def test_frames_behind_a_corrupt_header_arrive_within_100ms(claimed, good, step, phase):
+    # PROTOCOL.md section 2: every valid frame that follows a corrupt header is delivered within
+    # 100 ms of its own last byte. A header claiming `claimed` bytes, then good frames `step` ms
+    # apart; the reader polls every 10 ms: feed() when bytes came, idle() when none did.
+    due = [(phase + k * step, ref_frame(t, p)) for k, (t, p) in enumerate(good)]
+    s = Sink()
+    s.dec.feed(bytes([0xAA, 0x03, 0x10, claimed >> 8, claimed & 0xFF]), 0)
+    last_byte = {}
+    now = 0
+    k = 0
+    while now < due[-1][0] + 200:
+        now += 10
+        s.now = now
+        chunk = b""
+        while k < len(due) and due[k][0] <= now:
+            chunk += due[k][1]
+            last_byte[k] = now
+            k += 1
+        if chunk:
+            s.dec.feed(chunk, now)
+        else:
+            s.dec.idle(now)
+    delivered = [(t, p) for t, p, _ in s.got]
+    assert delivered == good, "frames behind the corrupt header: %r" % delivered
+    for k, (_, _, at) in enumerate(s.got):
+        assert at - last_byte[k] <= 100, "frame %d came %d ms after its last byte" % (
+            k,
+            at - last_byte[k],
+        )
+
+
+events_st = st.lists(
+    st.one_of(
+        st.tuples(st.just("f"), st.integers(0, 60), st.binary(min_size=1, max_size=30)),
+        st.tuples(st.just("F"), st.integers(0, 60), st.tuples(types, payloads)),
+        st.tuples(st.just("c"), st.integers(0, 60), st.integers(0, 600)),
+        st.tuples(st.just("i"), st.integers(0, 80), st.none()),
+    ),
+    max_size=25,
+)
+
+
+@SETTINGS
+@given(events_st)
+def test_decoder_matches_reference_model(events):
+    # random bytes, whole frames, corrupt headers and idle polls, with time moving on
+    s = Sink()
+    ref = RefDecoder()
+    now = 0
+    for kind, dt, arg in events:
+        now += dt
+        if kind == "i":
+            s.dec.idle(now)
+            ref.idle(now)
+            continue
+        if kind == "f":
+            data = arg
+        elif kind == "F":
+            data = ref_frame(*arg)
+        else:
+            data = bytes([0xAA, 0x03, 0x10, arg >> 8, arg & 0xFF])
+        s.dec.feed(data, now)
+        ref.feed(data, now)
+        assert [(t, p) for t, p, _ in s.got] == ref.frames, "frames differ after %s at %d" % (
+            kind,
+            now,
+        )
+    s.dec.flush()
+    ref.flush()
+    assert [(t, p) for t, p, _ in s.got] == ref.frames, "frames differ after the end"
+    assert s.dec.counters() == ref.c, "counters differ:\n%r\n%r" % (s.dec.counters(), ref.c)
