@@ -279,7 +279,8 @@ def _mount_flash():
 
 
 def main():
-    _busy(True)  # booting: a Ctrl-C from the host is an interrupt until the REPL takes over
+    # Firmware start-up: the host holds back a Ctrl-C until the first busy/idle mark, as a board
+    # only takes its interrupt character once MicroPython runs.
     # Simulated hardware is part of this "firmware": import it before the flash becomes "/".
     for name in (os.getenv("ORGANBUS_VBOARD_PRELOAD") or "").split(","):
         if name:
@@ -289,15 +290,21 @@ def main():
     sys.modules["micropython"] = _MicroPython(micropython)
     _mount_flash()
     raw = os.getenv("ORGANBUS_VBOARD_MODE") == "raw"
-    if _run_file("boot.py"):
-        _soft_reset(raw)
-    if not raw:
-        if _run_file("main.py"):
+    _busy(True)  # boot.py and main.py: a Ctrl-C interrupts them
+    try:
+        if _run_file("boot.py"):
+            _soft_reset(raw)
+        if not raw and _run_file("main.py"):
             _soft_reset(False)
+    except KeyboardInterrupt:
+        pass  # between the two files
     _busy(False)
     while True:
-        if raw:
-            raw_repl()
-        else:
-            friendly_repl()
+        try:
+            if raw:
+                raw_repl()
+            else:
+                friendly_repl()
+        except KeyboardInterrupt:
+            continue  # an interrupt that crossed paths with the end of a program: same REPL again
         raw = not raw
