@@ -263,9 +263,14 @@ def _link_heap(n=300):
 
     here = os.path.dirname(os.path.abspath(__file__))
     root = os.path.dirname(here)
-    sys.path.insert(0, os.path.join(root, "host_tests"))
-    sys.path.insert(0, os.path.join(root, "lib"))
-    sys.path.insert(0, os.path.join(here, "shim"))
+    for p in (
+        root,
+        os.path.join(root, "host_tests"),
+        os.path.join(root, "lib"),
+        os.path.join(here, "shim"),
+    ):
+        if p not in sys.path:
+            sys.path.insert(0, p)
     from support import MICROPYPATH, micropython_exe
 
     import frame
@@ -396,8 +401,17 @@ def _sim_64k():
         if isinstance(obj, dict) and "steps" in obj and "ok" in obj:
             report = obj
     if report is None:
-        why = [ln for ln in (r.stdout + r.stderr).splitlines() if "MemoryError" in ln]
-        return {"error": "no report", "why": sorted(set(why))[:3] or (r.stdout + r.stderr)[-300:]}
+        text = r.stdout + r.stderr
+        short = [
+            b
+            for b in ("master", "led", "speaker")
+            if '"src": "%s", "line": "MemoryError' % b in text
+        ]
+        if short:
+            why = "MemoryError while importing its code in: " + ", ".join(short)
+        else:
+            why = text[-300:]
+        return {"error": "no report", "why": why}
     return {
         "ok": report["ok"],
         "statuses": sorted(set(s["status"] for s in report["steps"])),
@@ -406,17 +420,72 @@ def _sim_64k():
     }
 
 
+def _flat(prefix, d, out):
+    for k in d:
+        v = d[k]
+        if isinstance(v, dict):
+            _flat(prefix + k + "_", v, out)
+        else:
+            out[prefix + k] = v
+    return out
+
+
+def _processes():
+    # The figures that need other processes or sockets (CPython drives them).
+    out = {}
+    _flat("master_", _link_heap(), out)
+    _flat("master_64k_sans_io_", _heap_64k(), out)
+    _flat("master_64k_virtual_body_", _sim_64k(), out)
+    return out
+
+
+def _run_mp():
+    # Called by tools/bench.py on the unix port: in-process figures here, the rest through the
+    # CPython half of this file.
+    import os
+    import time
+
+    tools = __file__.rsplit("/", 1)[0] if "/" in __file__ else "."
+    root = tools.rsplit("/", 1)[0] if "/" in tools else ".."
+    if root + "/host_tests" not in sys.path:
+        sys.path.append(root + "/host_tests")
+    out = {}
+    _flat("master_", _overhead(), out)
+    _flat("master_", _heap_per_heartbeat(), out)
+    py = root + "/.venv/bin/python"
+    try:
+        os.stat(py)
+    except OSError:
+        py = "python3"
+    tmp = "/tmp/organbus-bench-master-%d.json" % time.ticks_ms()
+    rc = os.system("%s %s/bench_master.py --processes > %s" % (py, tools, tmp))
+    try:
+        with open(tmp) as f:
+            out.update(json.loads(f.read().strip().splitlines()[-1]))
+        os.remove(tmp)
+    except (OSError, ValueError, IndexError):
+        out["master_processes"] = "not measured (CPython half exited %r)" % rc
+    for k in sorted(out):
+        print("  %-52s %s" % (k, out[k]))
+    return out
+
+
 def run():
-    return {
-        "unix_port": _unix_port("overhead"),
-        "unix_port_asyncio_link": _link_heap(),
-        "heap_64k_sans_io": _heap_64k(),
-        "heap_64k_virtual_body": _sim_64k(),
-    }
+    """Figures as one flat dict (keys start with master_); prints them too."""
+    if MP:
+        return _run_mp()
+    out = {}
+    _flat("master_", _unix_port("overhead"), out)
+    out.update(_processes())
+    for k in sorted(out):
+        print("  %-52s %s" % (k, out[k]))
+    return out
 
 
 if __name__ == "__main__":
     if MP:
         _mp_main(sys.argv[1] if len(sys.argv) > 1 else "overhead")
+    elif "--processes" in sys.argv:
+        print(json.dumps(_processes()))
     else:
-        print(json.dumps(run(), indent=1))
+        print(json.dumps(run()))
