@@ -88,6 +88,7 @@ class Organ:
         self._next_desc = 0
         self._next_hb = 0
         self._decoder = frame.Decoder(self._on_frame)
+        self.on_output = None  # called when a frame is queued (the edge wakes its writer)
         self._now = 0
         try:
             self._build(descriptor, handlers)
@@ -308,6 +309,8 @@ class Organ:
             i -= _OUT_SLOTS
         self._out[i] = f
         self._out_n += 1
+        if self.on_output is not None:
+            self.on_output()
 
     def pending(self):
         """How many frames wait to be written."""
@@ -358,6 +361,8 @@ class Link:
         self._rx = bytearray(rxbuf)
         self._partial = None  # (frame, offset) when the UART took only part of a frame
         self._wake = None if poll_ms else asyncio.Event()
+        if self._wake is not None:
+            organ.on_output = self._wake.set  # EVENTs from other tasks (audio) go out at once
         self.written = 0
 
     def read_once(self, now, n=-1):
@@ -406,8 +411,7 @@ class Link:
         rx = self._rx
         while True:
             n = await sr.readinto(rx)
-            if self.read_once(clock(), n or 0) and self.organ.pending():
-                self._wake.set()
+            self.read_once(clock(), n or 0)
 
     async def writer(self):
         if self.poll_ms:
@@ -429,8 +433,6 @@ class Link:
         clock = self.clock
         while True:
             wait = self.organ.poll(clock())
-            if self.organ.pending():
-                self._wake.set()
             await _sleep_ms(wait if wait < _CLOCK_MS else _CLOCK_MS)
 
 
