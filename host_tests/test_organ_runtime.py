@@ -497,3 +497,34 @@ def test_ack_or_discover_with_a_payload_is_not_one():
     r.send(frame.encode(frame.DISCOVER, b"x"))
     assert r.sent == [], "a DISCOVER with a payload brings no DESCRIPTOR: %r" % r.sent
     assert r.organ.counters()["ignored"] == 2, r.organ.counters()
+
+
+def test_a_descriptor_too_long_for_one_frame_is_refused():
+    caps = []
+    for i in range(8):
+        params = [
+            {"name": "p%d" % k, "type": "float", "min": 0.0, "max": 1.0, "unit": "unit"}
+            for k in range(6)
+        ]
+        caps.append(
+            {
+                "name": "ability_number_%d" % i,
+                "description": "A long description that fills the 63 bytes it may use: %d." % i,
+                "exec_type": "immediate",
+                "resource_group": "group",
+                "max_duration_ms": 0,
+                "params": params,
+            }
+        )
+    reason = _refused(_descriptor(capabilities=caps))
+    assert "exceeds LEN 512" in reason, reason
+
+
+def test_finish_of_an_unknown_ability_is_an_error():
+    r = _registered()
+    try:
+        r.organ.finish("fly", 0)
+    except ValueError as e:
+        assert "'fly'" in str(e), e
+    else:
+        assert False, "finish('fly') must raise"

@@ -290,6 +290,8 @@ class Organ:
 
     def finish(self, name, status):
         """A continuous ability ended: EVENT done with status 0 (completed) or 1 (stopped/failed)."""
+        if name not in self._names:
+            raise OrganError("%r is not a capability of this organ" % name)
         ci = self._names.index(name)
         ev = self._events[ci]
         if ev is None:
