@@ -37,7 +37,10 @@ def _busy(sched, port):
 
 async def _timer(b):
     while True:
-        b.tick(time.ticks_ms())
+        try:
+            b.tick(time.ticks_ms())
+        except Exception as e:  # keep the timers alive; the error is on the log
+            log.emit("error", [("where", "timer"), ("error", repr(e))])
         await asyncio.sleep_ms(TICK_MS)
 
 

@@ -20,6 +20,15 @@ def _never_busy():
     return False
 
 
+def _report(where, port, e):
+    import sys
+
+    from master import log
+
+    log.emit("error", [("where", where), ("port", port), ("error", repr(e))])
+    sys.print_exception(e)
+
+
 class Link:
     def __init__(self, uart, index, registry, rxsize=_RX, busy=_never_busy):
         self.busy = busy  # () -> True while a COMMAND waits for its COMMAND_RESP on this link
@@ -66,7 +75,10 @@ class Link:
                 if not n:
                     await asyncio.sleep_ms(1)  # woken without data (a connection being set up)
                     continue
-            reg.feed(index, buf, time.ticks_ms(), n)
+            try:
+                reg.feed(index, buf, time.ticks_ms(), n)
+            except Exception as e:  # a bug must not silence the port: say so, keep reading
+                _report("link", index, e)
 
     async def writer(self):
         w = asyncio.StreamWriter(self.uart, {})
