@@ -313,3 +313,11 @@ def test_event_waits_until_the_audio_has_played():
     assert r.play(1) == [(1, "chime", 0)], r.events()
     took = time.time() - t0
     assert 0.65 <= took < 1.5, "EVENT after the chime has played (0.7 s), took %.3f s" % took
+
+
+def test_chime_viper_and_pure_paths_give_the_same_samples():
+    from organs.audio import _tone_pure
+
+    fast = _render(Chime(RATE))
+    pure = _render(Chime(RATE, tone=_tone_pure))
+    assert len(fast) == len(pure) and fast == pure, "sample-exact on this interpreter"

@@ -53,6 +53,16 @@ def _sine_table():
 _SINE = _sine_table()
 
 
+def _tone_pure(buf, start, count, table, phase, inc, amp):
+    """The reference path: the same samples as the viper _tone on every interpreter."""
+    for i in range(start, start + count):
+        v = (table[(phase >> 16) & 255] * amp) >> 15
+        buf[2 * i] = v & 0xFF
+        buf[2 * i + 1] = (v >> 8) & 0xFF
+        phase = (phase + inc) & 0xFFFFFF
+    return phase
+
+
 if sys.implementation.name == "micropython":
 
     @micropython.viper
@@ -71,14 +81,7 @@ if sys.implementation.name == "micropython":
         return phase
 
 else:
-
-    def _tone(buf, start, count, table, phase, inc, amp):
-        for i in range(start, start + count):
-            v = (table[(phase >> 16) & 255] * amp) >> 15
-            buf[2 * i] = v & 0xFF
-            buf[2 * i + 1] = (v >> 8) & 0xFF
-            phase = (phase + inc) & 0xFFFFFF
-        return phase
+    _tone = _tone_pure
 
 
 # The chime: two struck notes, E6 then C6 (a falling major third), each decaying.
@@ -91,8 +94,9 @@ CHIME_PEAK = 16000  # about -6 dBFS
 class Chime:
     """The speaker's attention chime, synthesized block by block (no stored recording)."""
 
-    def __init__(self, rate=11025, peak=CHIME_PEAK):
+    def __init__(self, rate=11025, peak=CHIME_PEAK, tone=None):
         self.rate = rate
+        self._tone = tone or _tone
         self._peak = peak
         self._notes = []
         for freq, ms, end in CHIME_NOTES:
@@ -128,7 +132,7 @@ class Chime:
             left = n - self._pos
             if self._note == len(notes) - 1 and left < _FADE:
                 amp = amp * left // _FADE
-            self._phase = _tone(buf, done, k, _SINE, self._phase, inc, amp)
+            self._phase = self._tone(buf, done, k, _SINE, self._phase, inc, amp)
             done += k
             self._pos += k
             if self._pos % _CHUNK == 0:
