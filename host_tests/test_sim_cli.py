@@ -183,10 +183,12 @@ def test_body_plan_file_prints_the_report(tmp_path):
         timeout=60,
     )
     assert r.returncode == 0, r.stdout + r.stderr
-    lines = [json.loads(x) for x in r.stdout.splitlines()]
-    reports = [x for x in lines if "steps" in x]
-    assert len(reports) == 1, r.stdout
-    rep = reports[0]
+    lines = r.stdout.splitlines()
+    assert len(lines) == 1, "stdout holds the report alone: %r" % r.stdout
+    rep = json.loads(lines[0])
+    assert "LED_001" in r.stderr and "report" in r.stderr, (
+        "commentary goes to stderr: %s" % r.stderr
+    )
     assert rep["ok"] and [s["status"] for s in rep["steps"]] == ["done", "done"], rep
 
 

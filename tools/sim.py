@@ -1058,8 +1058,8 @@ def run_body(args):
             raise SystemExit("sim: %s" % e)
         external["master" + n] = spec
     body = Body(out_dir=args.out, external=external, heap=args.heap, seed=args.seed)
-    console = Console(body, as_json=args.json or bool(args.plan))
-    stop = threading.Event()
+    # --plan: stdout carries the report alone; the running commentary goes to stderr
+    console = Console(body, as_json=args.json, out=sys.stderr if args.plan else None)
 
     def on_signal(signum, frame):
         raise KeyboardInterrupt
@@ -1075,28 +1075,28 @@ def run_body(args):
         }
         if body.http:
             info["http"] = body.url("")
-        if not args.plan:
-            console.emit(
-                "start",
-                "organbus virtual body: logs and audio in %s\n%s"
-                % (
-                    body.out_dir,
-                    (
-                        "master HTTP API on %s  (GET /menu, POST /plan, GET /status)" % body.url("")
-                        if body.http
-                        else "external master"
-                    ),
+        console.emit(
+            "start",
+            "organbus virtual body: logs and audio in %s\n%s"
+            % (
+                body.out_dir,
+                (
+                    "master HTTP API on %s  (GET /menu, POST /plan, GET /status)" % body.url("")
+                    if body.http
+                    else "external master"
                 ),
-                **info,
-            )
+            ),
+            **info,
+        )
         if body.http and not body.wait_http(15):
             console.emit("error", "the master did not open its HTTP port %s:%d" % body.http)
         if args.plan:
             with open(args.plan) as f:
                 raw = f.read()
             console.wait(["menu", str(args.ready_timeout)], {})
-            status, obj = body.plan(raw.encode())
+            status, obj = console.run_plan(raw.encode())
             sys.stdout.write(json.dumps(obj) + "\n")
+            sys.stdout.flush()
             code = 0 if status == 200 else 1
         elif args.script:
             console.wait(["menu", str(args.ready_timeout)], {})
@@ -1122,7 +1122,6 @@ def run_body(args):
     except KeyboardInterrupt:
         pass
     finally:
-        stop.set()
         body.stop()
         console.emit("stop", "stopped: every process the simulator started is gone")
     return code
