@@ -363,6 +363,18 @@ NEGATIVE = [
         ["steps[0].params: expected an object, got an array"],
         True,
     ),
+    (
+        "number beyond f32",
+        text(plan([step("t1", "led_blink", {"count": 1e39, "period_ms": 200})])),
+        ["steps[0].params.count: 1e+39 does not fit the wire's 32-bit float"],
+        True,
+    ),
+    (
+        "huge int",
+        text(plan([step("t1", "led_blink", {"count": 10**40, "period_ms": 200})])),
+        ["steps[0].params.count: 1e+40 does not fit the wire's 32-bit float"],
+        True,
+    ),
     ("priority too high", _with_step(priority=10), ["steps[0].priority: 10 is outside 0..9"], True),
     ("priority negative", _with_step(priority=-1), ["steps[0].priority: -1 is outside 0..9"], True),
     (

@@ -8,6 +8,7 @@ MAX_PLAN_BYTES = 8192  # a plan body larger than this is refused unread (status 
 MAX_DEPTH = 16  # a plan nests 4 deep; anything deeper than this is not a plan
 TEXT_CLAMP = 240  # bytes: the master clamps `text` to this at a character boundary
 TASK_ID_MAX = 15  # bytes
+F32_MAX = 3.4028234663852886e38  # numbers travel as IEEE-754 binary32
 
 TOP_KEYS = ("heard_req", "steps", "can_execute", "missing", "response")
 STEP_KEYS = ("task_id", "action", "params", "priority", "depends_on")
@@ -305,6 +306,8 @@ def _is_int(v):
 
 
 def _num(x):
+    if isinstance(x, int) and (x > 10**15 or x < -(10**15)):
+        return "%g" % float(x) if -1e300 < x < 1e300 else "a %d-digit number" % len(str(abs(x)))
     if isinstance(x, float):
         if x == int(x) and abs(x) < 1e15:
             return str(int(x))
@@ -354,6 +357,9 @@ def _check_param(where, p, v, problems, notes):
     ok = _is_int(v) if t == "int" else _is_num(v)
     if not ok:
         problems.append("%s: expected %s, got %s" % (where, _type_name(t), _kind(v)))
+        return None
+    if v > F32_MAX or v < -F32_MAX:
+        problems.append("%s: %s does not fit the wire's 32-bit float" % (where, _num(v)))
         return None
     if v < p["min"] or v > p["max"]:
         notes.append(

@@ -281,7 +281,12 @@ class Scheduler:
             s.cap = cap
             s.module_id = module_id
             s.group = group
-            f = command_frame(cap, s.params)
+            try:
+                f = command_frame(cap, s.params)
+            except (ValueError, OverflowError) as e:  # validation keeps this from happening
+                s.reason = "COMMAND not encodable: %s" % e
+                self._finish(s, REFUSED, now)
+                continue
             s.status = SENT
             s.t_sent = now
             self.outstanding[port] = s
