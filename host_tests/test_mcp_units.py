@@ -70,8 +70,11 @@ def test_tools_call_runs_and_reports():
     assert "5000" in r["content"][0]["text"] and "clamps" in r["content"][0]["text"], r
     assert r["structuredContent"]["steps"][0]["status"] == "done", r
     assert body.commands == [("led_blink", {"count": 2, "period_ms": 5000})], body.commands
+    assert json.loads(r["content"][1]["text"]) == r["structuredContent"], "the report as JSON text"
     code, out, _ = call(srv, msg, {"mcp-protocol-version": "2025-03-26"})
     assert "structuredContent" not in out["result"], "2025-03-26 has no structured content"
+    report = json.loads(out["result"]["content"][1]["text"])
+    assert report["steps"][0]["action"] == "led_blink", report
     body.script = {"led_blink": "refused"}
     code, out, _ = call(srv, msg)
     assert out["result"]["isError"] is True and "refused" in out["result"]["content"][0]["text"]

@@ -4,6 +4,8 @@
 # per-client state. No SSE stream is offered (GET /mcp answers 405), so the server can
 # never send notifications/tools/list_changed and does not declare it: clients list the
 # tools again when they need the current organs.
+import json
+
 from micropython import const
 
 # Handshake-era revisions whose transport is Streamable HTTP, newest first.
@@ -240,8 +242,13 @@ class McpServer:
         lines = [_summary(s) for s in steps]
         for n in out.get("notes", ()):
             lines.append("note: " + n)
+        # The line for people first, then the master's report as JSON text (the spec asks
+        # for the serialized JSON beside structuredContent, and 2025-03-26 has only this).
         result = {
-            "content": [{"type": "text", "text": "\n".join(lines)}],
+            "content": [
+                {"type": "text", "text": "\n".join(lines)},
+                {"type": "text", "text": json.dumps(out)},
+            ],
             "isError": not out.get("ok", False),
         }
         if version != "2025-03-26":
