@@ -285,3 +285,23 @@ def test_body_takes_an_external_led_organ(tmp_path):
     waits = [x for x in lines if x["kind"] == "wait"]
     assert waits[-1]["ok"], waits
     assert any(x.get("event") == "power_cycle" for x in lines), "power-cycle not shown"
+
+
+def test_console_reads_a_plan_spanning_lines():
+    c = sim.Console(_NoBody())
+    src = [
+        "menu\n",
+        '{"heard_req": 0, "steps": [\n',
+        '  {"task_id": "t1", "action": "led_on", "params": {}, "priority": 5, "depends_on": []}],\n',
+        ' "can_execute": true, "missing": [], "response": ""}\n',
+        "{not json\n",
+        "\n",
+        "status\n",
+    ]
+    out = list(c.read_lines(iter(src)))
+    assert out[0] == "menu\n" and out[-1] == "status\n", out
+    plan = json.loads(out[1])
+    assert plan["steps"][0]["action"] == "led_on", out[1]
+    assert out[2].startswith("{not json"), (
+        "a broken plan ends at a blank line and is reported: %s" % out
+    )
