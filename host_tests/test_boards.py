@@ -11,7 +11,7 @@ from support import ROOT
 
 import sys
 
-sys.path.insert(0, os.path.join(ROOT, "tools"))
+sys.path.append(os.path.join(ROOT, "tools"))
 import flash  # noqa: E402
 
 BOARDS = {role: os.path.join(ROOT, "boards", name) for role, name in flash.ROLES.items()}

@@ -8,7 +8,7 @@ import pytest
 
 from support import ROOT, mpy_cross_exe
 
-sys.path.insert(0, os.path.join(ROOT, "tools"))
+sys.path.append(os.path.join(ROOT, "tools"))
 import flash  # noqa: E402
 
 FLASH = os.path.join(ROOT, "tools", "flash.py")

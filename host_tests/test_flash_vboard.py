@@ -11,7 +11,7 @@ import pytest
 
 from support import ROOT
 
-sys.path.insert(0, os.path.join(ROOT, "tools"))
+sys.path.append(os.path.join(ROOT, "tools"))
 import flash  # noqa: E402
 from vboard import VirtualBoard  # noqa: E402
 
@@ -27,13 +27,9 @@ def free_port():
 
 
 def run_flash(*args, timeout=180):
-    return subprocess.run(
-        [sys.executable, FLASH] + list(args),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=ROOT,
-    )
+    # A generous watch window: flash.py stops watching as soon as it has seen what it waits for.
+    cmd = [sys.executable, FLASH] + list(args) + ["--verify-seconds", "30"]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
 
 
 def mpremote(port, *args, timeout=60):

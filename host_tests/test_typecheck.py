@@ -4,7 +4,7 @@ import sys
 
 from support import ROOT
 
-sys.path.insert(0, os.path.join(ROOT, "tools"))
+sys.path.append(os.path.join(ROOT, "tools"))
 import typecheck  # noqa: E402
 
 
