@@ -429,3 +429,88 @@ def test_event_malformed():
         except ValueError:
             continue
         raise AssertionError("EVENT %s accepted: %r" % (why, got))
+
+
+def _f32(x):
+    import struct
+
+    return struct.unpack(">f", struct.pack(">f", x))[0]
+
+
+def test_float_bounds_survive_decode_and_encode():
+    import struct
+
+    for bits in (0x3F800001, 0x3DCCCCCD, 0x4B7FFFFF, 0x33D6BF95, 0xC2F6E979, 0x00000001):
+        x = struct.unpack(">f", struct.pack(">I", bits))[0]
+        p = {"name": "level", "type": "float", "min": -abs(x), "max": abs(x), "unit": ""}
+        first = descriptor.encode_descriptor(_desc([_cap("dial", [p])]))
+        d = descriptor.decode_descriptor(first)
+        again = descriptor.encode_descriptor(d)
+        assert again == first, "bound 0x%08X changed on its way through decode: %r" % (
+            bits,
+            d["capabilities"][0]["params"][0],
+        )
+        got = d["capabilities"][0]["params"][0]["max"]
+        assert _f32(got) == abs(x), "decoded bound %r is not the f32 sent" % got
+    d = descriptor.decode_descriptor(
+        descriptor.encode_descriptor(
+            _desc(
+                [
+                    _cap(
+                        "dial",
+                        [{"name": "level", "type": "float", "min": 0.1, "max": 2.5, "unit": ""}],
+                    )
+                ]
+            )
+        )
+    )
+    assert d["capabilities"][0]["params"][0]["min"] == float("0.1"), "0.1 reads back as 0.1"
+
+
+def test_bounds_beyond_f32_refused():
+    p = {"name": "big", "type": "float", "min": 0.0, "max": 1e39, "unit": ""}
+    _refused(_desc([_cap("dial", [p])]), "capabilities[0].params[0]", "max beyond f32")
+
+
+def test_wrong_shapes_are_refused_with_reasons():
+    d = _desc()
+    del d["hw_version"]
+    _refused(d, "hw_version", "missing hw_version")
+    d = _desc()
+    d["fw_version"] = "1.0"
+    _refused(d, "fw_version", "fw_version as a string")
+    d = _desc()
+    d["hw_version"] = True
+    _refused(d, "hw_version", "hw_version as a bool")
+    d = _desc()
+    d["capabilities"] = "led_on"
+    _refused(d, "capabilities", "capabilities as a string")
+    c = _cap()
+    del c["params"]
+    _refused(_desc([c]), "capabilities[0].params", "missing params")
+    c = _cap()
+    c["max_duration_ms"] = 1.5
+    _refused(_desc([c]), "capabilities[0].max_duration_ms", "duration as a float")
+    c = _cap()
+    c["params"][1]["max"] = "2000"
+    _refused(_desc([c]), "capabilities[0].params[1].max", "max as a string")
+    c = _cap()
+    c["params"][0] = ["count"]
+    _refused(_desc([c]), "capabilities[0].params[0]", "param as a list")
+    _refused(["not", "a", "dict"], "descriptor", "a list")
+
+
+def test_encode_command_beyond_f32_is_infinity():
+    p = command.encode_command("led_blink", [1e39, -1e39])
+    assert p[-8:] == b"\x7f\x80\x00\x00\xff\x80\x00\x00", "out-of-range numbers travel as +-inf"
+    values, _ = command.decode_command(p, len(p), BLINK)
+    assert [command.clamp_value(BLINK["params"][i], values[i]) for i in (0, 1)] == [
+        20,
+        100,
+    ], "the organ clamps infinities to the bounds"
+
+
+def test_decode_command_checks_the_name():
+    p = command.encode_command("led_blonk", [3, 250])
+    _err(command.decode_command, "another capability's name", p, len(p), BLINK)
+    _err(command.decode_command, "empty payload", b"", 0, BLINK)

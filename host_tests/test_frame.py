@@ -152,11 +152,23 @@ def test_encode_refuses_oversize():
 
 
 def test_encode_refuses_small_buffer():
+    for size, off in ((10, 0), (13, 1), (13, -1)):
+        buf = bytearray(size)
+        try:
+            frame.encode_into(buf, 0x21, bytes(5), -1, off)
+        except ValueError:
+            assert buf == bytearray(size), "a refused encode must not touch the buffer"
+            continue
+        raise AssertionError("encode_into must refuse %d bytes at %d" % (size, off))
+    assert frame.encode_into(bytearray(13), 0x21, bytes(5)) == 13, "an exact fit is fine"
+
+
+def test_encode_refuses_n_beyond_payload():
     try:
-        frame.encode_into(bytearray(10), 0x21, bytes(5))
-    except (ValueError, IndexError):
+        frame.encode_into(bytearray(64), 0x21, b"abc", 10)
+    except ValueError:
         return
-    raise AssertionError("encode_into must refuse a buffer too small for the frame")
+    raise AssertionError("n larger than the payload must be refused (it would read past it)")
 
 
 def test_decode_each_prebuilt():

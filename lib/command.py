@@ -17,13 +17,22 @@ def _takes_text(capability):
     return bool(params) and params[-1]["type"] == "string"
 
 
+def _f32_bytes(v):
+    # IEEE rounding: a number beyond the f32 range travels as infinity (the organ clamps it);
+    # CPython's struct refuses it, MicroPython's gives inf: this makes both give inf
+    try:
+        return struct.pack(">f", v)
+    except OverflowError:
+        return b"\x7f\x80\x00\x00" if v > 0 else b"\xff\x80\x00\x00"
+
+
 def encode_command(name, values=(), text=None):
     """COMMAND payload: str8 name, one f32 per non-string param, str8 text if declared."""
     b = name.encode("utf-8")
     out = bytearray([len(b)])
     out.extend(b)
     for v in values:
-        out.extend(struct.pack(">f", v))
+        out.extend(_f32_bytes(v))
     if text is not None:
         t = text.encode("utf-8") if isinstance(text, str) else bytes(text)
         if len(t) > 255:
@@ -67,7 +76,9 @@ def expected_length(capability):
 def decode_command(payload, n, capability):
     """(raw float values, text or None) of a COMMAND for capability; CommandError with a reason."""
     base = expected_length(capability)
-    pos = 1 + payload[0] if n else 0
+    if not name_is(payload, n, capability["name"].encode("utf-8")):
+        raise CommandError("COMMAND does not name %r" % capability["name"])
+    pos = 1 + payload[0]
     values = []
     for p in capability["params"]:
         if p["type"] == "string":

@@ -9,6 +9,7 @@ PARAM_TYPES = ("int", "float", "string", "bool")
 MAX_CAPABILITIES = 8
 MAX_PARAMS = 6
 MAX_TEXT = 240
+F32_MAX = 3.4028234663852886e38
 
 
 class DescriptorError(ValueError):
@@ -48,8 +49,59 @@ def _finite(x):
     return not (math.isnan(x) or math.isinf(x))
 
 
+_STR, _INT, _NUM, _LIST = "a string", "an int", "a number", "a list"
+_TOP = (
+    ("module_id", _STR),
+    ("module_type", _STR),
+    ("hw_version", _INT),
+    ("fw_version", _INT),
+    ("capabilities", _LIST),
+)
+_CAP = (
+    ("name", _STR),
+    ("description", _STR),
+    ("exec_type", _STR),
+    ("resource_group", _STR),
+    ("max_duration_ms", _INT),
+    ("params", _LIST),
+)
+_PARAM = (("name", _STR), ("type", _STR), ("min", _NUM), ("max", _NUM), ("unit", _STR))
+
+
+def _is(v, kind):
+    if kind is _STR:
+        return isinstance(v, str)
+    if kind is _LIST:
+        return isinstance(v, (list, tuple))
+    if isinstance(v, bool):
+        return False
+    return isinstance(v, int) or (kind is _NUM and isinstance(v, float))
+
+
+def _shape(prefix, obj, fields):
+    # every key there, every value of its type: so the rules below fail with reasons, not
+    # with a KeyError or a TypeError
+    if not isinstance(obj, dict):
+        raise DescriptorError("%s: must be a dict, not %s" % (prefix or "descriptor", type(obj)))
+    for key, kind in fields:
+        if key not in obj:
+            raise DescriptorError("%s%s: missing" % (prefix, key))
+        if not _is(obj[key], kind):
+            raise DescriptorError("%s%s: %r must be %s" % (prefix, key, obj[key], kind))
+
+
+def _check_shape(d):
+    _shape("", d, _TOP)
+    for ci, c in enumerate(d["capabilities"]):
+        at = "capabilities[%d]." % ci
+        _shape(at, c, _CAP)
+        for pi, p in enumerate(c["params"]):
+            _shape("%sparams[%d]." % (at, pi), p, _PARAM)
+
+
 def validate_descriptor(d):
     """Checks a descriptor dict against every rule of section 4; raises DescriptorError."""
+    _check_shape(d)
     _check_ascii("module_id", d["module_id"], 1, 15, "[A-Za-z0-9_]", upper=True)
     _check_ascii("module_type", d["module_type"], 1, 15, "[a-z0-9_]")
     for key in ("hw_version", "fw_version"):
@@ -99,6 +151,8 @@ def validate_descriptor(d):
             lo, hi = p["min"], p["max"]
             if not (_finite(lo) and _finite(hi)):
                 raise DescriptorError("%s: min %r and max %r must be finite" % (pat, lo, hi))
+            if abs(lo) > F32_MAX or abs(hi) > F32_MAX:
+                raise DescriptorError("%s: min %r or max %r does not fit an f32" % (pat, lo, hi))
             if lo > hi:
                 raise DescriptorError("%s: min %r is greater than max %r" % (pat, lo, hi))
             if t == "bool" and (lo < 0 or hi > 1):
@@ -156,9 +210,19 @@ class _Reader:
         return str(bytes(self.buf[p : p + k]), "utf-8")
 
 
+def _f32(x):
+    return struct.unpack(">f", struct.pack(">f", x))[0]
+
+
 def _bound(t, x):
     if t == "float":
-        return float("%.7g" % x)  # an f32 carries ~7 significant digits
+        # the shortest of 7..9 significant digits that is still the same f32: 0.1 reads as
+        # 0.1, and encoding the decoded dict gives back the very bytes
+        for digits in (7, 8, 9):
+            v = float("%.*g" % (digits, x))
+            if _f32(v) == x:
+                return v
+        return x
     if _finite(x) and x == int(x):
         return int(x)
     return x

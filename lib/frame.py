@@ -64,6 +64,10 @@ def encode_into(buf, ftype, payload=b"", n=-1, off=0):
         n = len(payload)
     if n > MAX_LEN:
         raise ValueError("payload of %d bytes exceeds LEN 512" % n)
+    if n > len(payload):
+        raise ValueError("n=%d but the payload has %d bytes" % (n, len(payload)))
+    if off < 0 or off + n + OVERHEAD > len(buf):
+        raise ValueError("a %d-byte frame does not fit the buffer at %d" % (n + OVERHEAD, off))
     buf[off] = SOF
     buf[off + 1] = VER
     buf[off + 2] = ftype
