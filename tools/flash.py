@@ -838,7 +838,7 @@ MOUNT_RUN = (
 def parse_args(argv):
     ap = argparse.ArgumentParser(
         prog="flash.py",
-        description=__doc__.split("\n\n")[0],
+        description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="Wi-Fi and token for the master may come from ORGANBUS_WIFI_SSID, "
         "ORGANBUS_WIFI_PASSWORD and ORGANBUS_HTTP_TOKEN; they are written to the board only.",

@@ -39,6 +39,16 @@ HARDWARE_MODULES = ("machine", "neopixel", "network")  # built into a board's fi
 BACKLOG_MAX = 32768  # console bytes kept while nobody reads the port; older ones are dropped
 
 
+def _die_with_parent():
+    # Linux: the board process ends when the tool that started it does, even on a crash.
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def micropython_exe():
     here = os.path.join(os.path.dirname(sys.executable), "micropython")
     return here if os.path.exists(here) else "micropython"
@@ -100,6 +110,7 @@ class VirtualBoard:
             stderr=subprocess.PIPE,
             env=self._env(mode),
             cwd=self.flash,
+            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
         )
         self.boots += 1
         for f in (self._proc.stdout, self._proc.stderr):
