@@ -11,6 +11,8 @@ import frame
 from frame import ticks_diff
 
 RESP_TIMEOUT_MS = const(1000)
+SETTLE_MS = const(250)  # after a timeout the link stays quiet this long: a late answer is not
+# taken for the next COMMAND's (the wire has no sequence numbers)
 
 # step states; the final ones are the report's statuses
 PENDING = "pending"
@@ -112,6 +114,7 @@ class Scheduler:
         self._seq = 0
         self.stray_resps = 0
         self.sent = 0
+        self.late = {}  # port -> (timed-out Step, tick of its timeout) during SETTLE_MS
 
     # -- inputs ----------------------------------------------------------------------------
 
@@ -131,6 +134,13 @@ class Scheduler:
         s = self.outstanding.pop(port, None)
         if s is None:
             self.stray_resps += 1
+            late = self.late.get(port)
+            if late is not None and late[0].run in self.runs:
+                t = late[0]
+                t.run.notes.append(
+                    "steps[%d] (%s): COMMAND_RESP %d came %d ms after the COMMAND, too late"
+                    % (t.i, t.task_id, status, ticks_diff(now, t.t_sent))
+                )
             return
         s.ms = ticks_diff(now, s.t_sent)
         s.answered = True
@@ -182,11 +192,16 @@ class Scheduler:
         if not self.runs:
             return  # idle: allocate nothing
         changed = False
+        for port in list(self.late):
+            if ticks_diff(now, self.late[port][1]) >= SETTLE_MS:
+                del self.late[port]  # the link may take the next COMMAND
+                changed = True
         for run in list(self.runs):
             for s in run.steps:
                 if s.status == SENT and ticks_diff(now, s.t_sent) >= RESP_TIMEOUT_MS:
                     if self.outstanding.get(s.port) is s:
                         del self.outstanding[s.port]
+                    self.late[s.port] = (s, now)
                     s.ms = ticks_diff(now, s.t_sent)
                     s.reason = "no COMMAND_RESP from %s within %d ms" % (
                         s.module_id,
@@ -218,6 +233,10 @@ class Scheduler:
                     continue
                 if best is None or d < best:
                     best = d
+        for port in self.late:
+            d = SETTLE_MS - ticks_diff(now, self.late[port][1])
+            if best is None or d < best:
+                best = d
         return None if best is None else max(0, best)
 
     # -- internals -------------------------------------------------------------------------
@@ -272,6 +291,11 @@ class Scheduler:
             group = cap["resource_group"]
             if port in self.outstanding or (group and group in self.groups):
                 continue
+            late = self.late.get(port)
+            if late is not None:
+                if ticks_diff(now, late[1]) < SETTLE_MS:
+                    continue
+                del self.late[port]
             names = [p["name"] for p in cap["params"]]
             if sorted(names) != sorted(s.params):
                 s.reason = "%s changed its params since the plan was checked" % module_id
