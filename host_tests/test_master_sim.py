@@ -217,3 +217,22 @@ def test_master_refuses_invalid_descriptor_with_reason(tmp_path):
         if s:
             s.close()
         m.stop()
+
+
+def test_one_port_mode_says_so(tmp_path):
+    p1 = _free_port()
+    m = Proc(
+        ["master", "--uart", "1=listen:127.0.0.1:%d" % p1, "--http", "127.0.0.1:0"],
+        tmp_path,
+        "master1",
+    )
+    try:
+        boot = m.wait_for(_event("boot"))
+        assert boot["ports"] == [1] and boot["mode"] == "one-port", boot
+        assert "UART(1)" in boot["note"], boot
+        http = m.wait_for(_event("http"))["port"]
+        status, st = _http(http, "/status")
+        assert st["mode"] == "one-port" and st["organ_ports"] == [1], st
+        assert st["note"] == boot["note"], st
+    finally:
+        m.stop()
