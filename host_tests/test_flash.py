@@ -270,3 +270,13 @@ def test_config_comes_from_options_or_environment(monkeypatch):
         assert json.load(open(path)) == cfg
     finally:
         os.remove(path)
+
+
+def test_a_port_without_micropython_is_one_clear_error(tmp_path):
+    notaport = tmp_path / "ttyS-not-a-board"
+    notaport.write_text("")
+    r = run_flash("led", "--port", str(notaport))
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "Traceback" not in r.stdout + r.stderr, r.stderr
+    assert "no MicroPython REPL answered on %s" % notaport in r.stderr, r.stderr
+    assert "--firmware" in r.stderr, r.stderr

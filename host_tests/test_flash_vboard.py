@@ -2,6 +2,7 @@
 import json
 import os
 import select
+import signal
 import socket
 import subprocess
 import sys
@@ -216,3 +217,21 @@ def test_mount_runs_the_role_from_the_working_tree(tmp_path):
     assert not any(n.endswith(".mpy") for n in landed(tmp_path / "flash")), "mount copies no code"
     descs = [payload for t, payload in frames if t == 1]
     assert descs and flash.describe(descs[0]) == led_descriptor(), frames
+
+
+def test_vboard_command_line_serves_a_port_until_interrupted(tmp_path):
+    p = subprocess.Popen(
+        [sys.executable, os.path.join(ROOT, "tools", "vboard.py"), "--flash", str(tmp_path / "f")],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    try:
+        line = p.stdout.readline()
+        info = json.loads(line)
+        assert info["chip"] == "esp32c6" and info["port"].startswith("/dev/"), line
+        r = mpremote(info["port"], "exec", "import vboard_device; print(vboard_device.CHIP)")
+        assert r.returncode == 0 and r.stdout.strip() == "esp32c6", r.stdout + r.stderr
+    finally:
+        p.send_signal(signal.SIGINT)
+        assert p.wait(10) == 0, "vboard.py did not stop cleanly on Ctrl-C"

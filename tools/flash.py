@@ -451,10 +451,11 @@ def probe(port, externals):
                 set(mods.split()) - {"Plus", "any", "modules", "on", "the", "filesystem"}
             )
             return info
+    said = ((p.stderr or "") + (p.stdout or "")).strip().splitlines()
     raise FlashError(
-        "no MicroPython REPL answered on %s (mpremote: %s): is MicroPython flashed? "
-        "add --firmware FILE.bin; is another program (a serial monitor) holding the port?"
-        % (port, ((p.stderr or "") + (p.stdout or "")).strip().splitlines()[-1:] or "no output")
+        "no MicroPython REPL answered on %s (%s): is MicroPython flashed? add --firmware FILE.bin;"
+        " is another program (a serial monitor) holding the port?"
+        % (port, said[-1] if said else "mpremote said nothing")
     )
 
 
