@@ -120,6 +120,7 @@ class Synth:
         self.co[_GAIN] = 4096
         self._fast = viper and _viper_render is not None
         self._par_on = 0
+        self._quiet = 0
 
     def _reson(self, k, f, bw, norm=True):
         bi = bw // 10
@@ -151,6 +152,16 @@ class Synth:
         co[_AV] = AMP[min(max(av, 0), 80)]
         co[_AH] = AMP[min(max(ah, 0), 80)]
         co[_AF] = AMP[min(max(af, 0), 80)]
+        if co[_AV] or co[_AH] or co[_AF]:
+            self._quiet = 0
+        else:
+            # after two silent frames the filters have rung out: clear them, so integer
+            # rounding cannot leave a faint limit cycle humming through a pause
+            self._quiet += 1
+            if self._quiet == 3:
+                st = self.st
+                for k in range(4, NST):
+                    st[k] = 0
         flags = 0
         if fnz != fnp:
             flags |= 1

@@ -20,6 +20,7 @@ FUNC = 32  # belongs to a function word
 _SIL = 255  # code index of a silence
 
 
+SPEED = 80  # percent of Klatt durations
 CAP = 256  # phonemes per clause (longer clauses continue in the next one)
 ACAP = 96  # pitch anchors per clause
 
@@ -192,7 +193,7 @@ def _durations(cl, rate, end, last):
                 prc = prc * 50 // 100
             elif cons_n or cons_p:
                 prc = prc * 70 // 100
-        ms = mn + (inh - mn) * prc // 100
+        ms = (mn + (inh - mn) * prc // 100) * SPEED // 100
         # voiceless stop before a vowel or sonorant: aspiration at the next phoneme's start
         if (
             k & P.STOP

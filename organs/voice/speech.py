@@ -273,7 +273,7 @@ class Speech:
                     nb = n
             par5 = _F5P.get(code, _DEFAULT_F5P)
             asp = cl.asp[i]
-            onset = prv == _SIL or not pkind & P.VOICED
+            onset = 3 if prv == _SIL else (1 if not pkind & P.VOICED else 0)
             offset = nxt == _SIL
             for k in range(n):
                 # formants: boundary -> target -> boundary
@@ -318,8 +318,8 @@ class Speech:
                     bw[0] = f[base + P.B1]
                 if h:
                     bw[0] = 300
-                if a_v and k == 0 and onset:
-                    a_v -= 6
+                if a_v and k < onset:
+                    a_v -= 12 >> k if onset == 3 else 6
                 if a_v and offset and n - k <= 2:
                     a_v -= 4 * (3 - (n - k))
                 if p_on:
