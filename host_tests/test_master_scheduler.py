@@ -283,3 +283,13 @@ def test_late_resp_not_taken_for_the_next_command():
         "steps[0] (a): COMMAND_RESP 0 came 1100 ms after the COMMAND, too late"
     ], r
     assert rig.sched.stray_resps == 1, rig.sched.stray_resps
+
+
+def test_beyond_f32_travels_as_inf():
+    rig = mf.standard_rig()
+    raw = pc.text(pc.plan([pc.step("a", "led_blink", {"count": 10**400, "period_ms": -1e39})]))
+    status, report = mf.run_plan(rig, raw)
+    assert status == 200 and report["ok"], report
+    values = rig.organs[0].commands[0][2]
+    assert values == [float("inf"), float("-inf")], "on the wire: %r" % values
+    assert len(report["notes"]) == 2 and "travels as inf" in report["notes"][0], report["notes"]

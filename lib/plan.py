@@ -9,6 +9,7 @@ MAX_DEPTH = 16  # a plan nests 4 deep; anything deeper than this is not a plan
 TEXT_CLAMP = 240  # bytes: the master clamps `text` to this at a character boundary
 TASK_ID_MAX = 15  # bytes
 F32_MAX = 3.4028234663852886e38  # numbers travel as IEEE-754 binary32
+_INF = float("inf")
 
 TOP_KEYS = ("heard_req", "steps", "can_execute", "missing", "response")
 STEP_KEYS = ("task_id", "action", "params", "priority", "depends_on")
@@ -358,14 +359,24 @@ def _check_param(where, p, v, problems, notes):
     if not ok:
         problems.append("%s: expected %s, got %s" % (where, _type_name(t), _kind(v)))
         return None
-    if v > F32_MAX or v < -F32_MAX:
-        problems.append("%s: %s does not fit the wire's 32-bit float" % (where, _num(v)))
-        return None
     if v < p["min"] or v > p["max"]:
+        wide = v > F32_MAX or v < -F32_MAX
         notes.append(
-            "%s: %s is outside %s..%s; forwarded as given (the organ clamps)"
-            % (where, _num(v), _num(p["min"]), _num(p["max"]))
+            "%s: %s is outside %s..%s; forwarded as given (the organ clamps)%s"
+            % (
+                where,
+                _num(v),
+                _num(p["min"]),
+                _num(p["max"]),
+                (
+                    "; beyond the wire's 32-bit float it travels as %sinf" % ("-" if v < 0 else "")
+                    if wide
+                    else ""
+                ),
+            )
         )
+        if wide:
+            return _INF if v > 0 else -_INF
     return v
 
 
