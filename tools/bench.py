@@ -2,14 +2,18 @@
 #
 #   python tools/bench.py [core|master|body|voice|all]     (default: core)
 #
-# Started with CPython, it re-launches itself on the unix port. Human-readable figures go first;
-# the LAST line is one JSON object merging every area's figures. An area other than core is a
-# module tools/bench_<area>.py with run() -> dict that prints its own figures; a missing or
-# failing area is reported (missing_areas / failed_areas), never faked.
+# Human-readable figures go first; the LAST line is one JSON object merging every area's figures.
+# CPython orchestrates: the core and every area module run on the unix port (one process per
+# area, launched with the project's import path), except an area module that says
+# `CPYTHON = True` at top level, which CPython imports and runs itself (sockets, threads,
+# subprocesses). An area module has run() -> dict and prints its own figures. A missing or
+# failing area is reported (missing_areas / failed_areas), never faked; the exit status is then 1.
+# `micropython tools/bench.py AREA` runs everything in that one process instead.
 import sys
 
 AREAS = ("core", "master", "body", "voice")
 LINE_RATE = 23040  # two links at 115200 8N1: 2 * 11520 B/s
+MP = sys.implementation.name == "micropython"
 
 
 def _dirname(p):
@@ -17,36 +21,12 @@ def _dirname(p):
     return p[:i] if i > 0 else ("/" if i == 0 else ".")
 
 
-TOOLS = _dirname(sys.argv[0] if sys.argv and sys.argv[0] else __file__)
+TOOLS = _dirname(__file__)
 ROOT = TOOLS + "/.."
-
-
-def _relaunch():
-    # CPython: run this very script on the unix port, with the project's import path.
-    import os
-    import shutil
-    import subprocess
-
-    root = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-    exe = os.path.join(os.path.dirname(sys.executable), "micropython")
-    if not os.path.exists(exe):
-        exe = shutil.which("micropython") or os.path.join(root, ".venv", "bin", "micropython")
-    if not os.path.exists(exe):
-        print("bench: no micropython executable (pip install -e '.[dev]')", file=sys.stderr)
-        sys.exit(2)
-    path = ":".join([".frozen", os.path.join(root, "lib"), root, os.path.join(root, "tools")])
-    env = dict(os.environ, MICROPYPATH=path)
-    r = subprocess.run([exe, os.path.abspath(__file__)] + sys.argv[1:], env=env)
-    sys.exit(r.returncode)
-
-
-if sys.implementation.name != "micropython":
-    if __name__ == "__main__":
-        _relaunch()
-else:
-    for _p in (TOOLS, ROOT, ROOT + "/lib"):
-        if _p not in sys.path:
-            sys.path.insert(1 if sys.path and sys.path[0] == "" else 0, _p)
+_paths = (TOOLS, ROOT, ROOT + "/lib") if MP else (TOOLS, ROOT, ROOT + "/lib", TOOLS + "/shim")
+for _p in _paths:
+    if _p not in sys.path:
+        sys.path.insert(1 if sys.path and sys.path[0] == "" else 0, _p)
 
 
 # ---- measurement helpers (unix port)
@@ -344,24 +324,92 @@ def run_core():
     return out
 
 
-def run_area(area):
-    if area == "core":
-        return run_core()
-    mod = __import__("bench_" + area)
-    return mod.run()
+def _module_path(area):
+    return TOOLS + "/bench_" + area + ".py"
 
 
 def _module_exists(area):
     import os
 
     try:
-        os.stat(TOOLS + "/bench_" + area + ".py")
+        os.stat(_module_path(area))
         return True
     except OSError:
         return False
 
 
+def _wants_cpython(area):
+    with open(_module_path(area)) as f:
+        for line in f:
+            if line.startswith("CPYTHON = True"):
+                return True
+    return False
+
+
+def run_here(area):
+    """Run one area in this interpreter; returns its figures (raises on failure)."""
+    if area == "core":
+        if not MP:
+            raise RuntimeError("the core figures are measured on the unix port")
+        return run_core()
+    if MP and _wants_cpython(area):
+        raise RuntimeError("bench_%s.py says CPYTHON = True: run python tools/bench.py" % area)
+    mod = __import__("bench_" + area)
+    figures = mod.run()
+    if not isinstance(figures, dict):
+        raise TypeError("bench_%s.run() returned %s, not a dict" % (area, type(figures)))
+    return figures
+
+
+def _micropython():
+    import os
+    import shutil
+
+    exe = os.path.join(os.path.dirname(sys.executable), "micropython")
+    if not os.path.exists(exe):
+        exe = shutil.which("micropython") or os.path.join(ROOT, ".venv", "bin", "micropython")
+    return exe if os.path.exists(exe) else None
+
+
+def run_on_unix_port(area):
+    """CPython: run one area in a unix-port process, passing its figures through; returns them."""
+    import json
+    import os
+    import subprocess
+
+    exe = _micropython()
+    if exe is None:
+        raise RuntimeError("no micropython executable (pip install -e '.[dev]')")
+    root = os.path.abspath(ROOT)
+    path = ":".join([".frozen", os.path.join(root, "lib"), root, os.path.join(root, "tools")])
+    env = dict(os.environ, MICROPYPATH=path)
+    cmd = [exe, os.path.abspath(__file__), "--one", area]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True)
+    last = None
+    for line in proc.stdout:
+        if last is not None:
+            sys.stdout.write(last)
+            sys.stdout.flush()
+        last = line
+    rc = proc.wait()
+    if rc != 0 or last is None:
+        if last:
+            sys.stdout.write(last)
+        raise RuntimeError("the unix-port run of %s exited with %d" % (area, rc))
+    return json.loads(last)
+
+
 def main(argv):
+    one = len(argv) > 2 and argv[1] == "--one"
+    if one:  # a unix-port worker started by the CPython orchestrator
+        area = argv[2]
+        try:
+            figures = run_here(area)
+        except Exception as e:
+            sys.print_exception(e)
+            return 1
+        print(to_json(figures))
+        return 0
     want = argv[1] if len(argv) > 1 else "core"
     if want not in AREAS + ("all",):
         print("bench: unknown area %r (core, master, body, voice, all)" % want)
@@ -372,18 +420,24 @@ def main(argv):
     failed = []
     for area in areas:
         print("== %s ==" % area)
+        sys.stdout.flush()
         if area != "core" and not _module_exists(area):
             print("  not measured: tools/bench_%s.py does not exist" % area)
             missing.append(area)
             continue
         try:
-            figures = run_area(area)
+            if MP or (area != "core" and _wants_cpython(area)):
+                figures = run_here(area)
+            else:
+                figures = run_on_unix_port(area)
         except Exception as e:  # report it, keep the other areas' figures
-            sys.print_exception(e)
-            failed.append(area)
-            continue
-        if not isinstance(figures, dict):
-            print("  bench_%s.run() returned %r, not a dict" % (area, type(figures)))
+            if MP:
+                sys.print_exception(e)
+            else:
+                import traceback
+
+                traceback.print_exc()
+            print("  %s: not measured (%s)" % (area, e))
             failed.append(area)
             continue
         for k in figures:
@@ -398,5 +452,5 @@ def main(argv):
     return 1 if missing or failed else 0
 
 
-if __name__ == "__main__" and sys.implementation.name == "micropython":
+if __name__ == "__main__":
     sys.exit(main(sys.argv))
