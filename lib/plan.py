@@ -15,8 +15,19 @@ TOP_KEYS = ("heard_req", "steps", "can_execute", "missing", "response")
 STEP_KEYS = ("task_id", "action", "params", "priority", "depends_on")
 SPEAKING = ("speak", "announce")  # abilities that say a text out loud
 
-_WS = " \t\n\r"
-_ESC = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+_WS = b" \t\n\r"
+_HEX = b"0123456789abcdefABCDEF"
+# escape byte -> replacement bytes
+_ESC = {
+    0x22: b'"',
+    0x5C: b"\\",
+    0x2F: b"/",
+    0x62: b"\b",
+    0x66: b"\f",
+    0x6E: b"\n",
+    0x72: b"\r",
+    0x74: b"\t",
+}
 _MODULE_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_"
 
 
@@ -37,9 +48,10 @@ class Lone:
 
 
 class _Reader:
-    # Recursive descent over a str; `path` tracks where we are for duplicate-key problems.
-    def __init__(self, s):
-        self.s = s
+    # Recursive descent over the body's bytes (O(1) indexing on both interpreters; strings are
+    # cut out with find() and decoded at the end); `path` names where duplicate keys sit.
+    def __init__(self, b):
+        self.s = b
         self.i = 0
         self.dups = []
 
@@ -63,36 +75,44 @@ class _Reader:
         if self.i >= len(self.s):
             self.fail("")
         c = self.s[self.i]
-        if c == "{":
+        if c == 0x7B:  # {
             return self.obj(path, depth + 1)
-        if c == "[":
+        if c == 0x5B:  # [
             return self.arr(path, depth + 1)
-        if c == '"':
+        if c == 0x22:  # "
             return self.string()
-        if c == "-" or "0" <= c <= "9":
+        if c == 0x2D or 0x30 <= c <= 0x39:
             return self.number()
-        for word, v in (("true", True), ("false", False), ("null", None)):
+        for word, v in ((b"true", True), (b"false", False), (b"null", None)):
             if self.s.startswith(word, self.i):
                 self.i += len(word)
                 return v
-        self.fail("unexpected character %s" % _quote(c))
+        self.fail("unexpected character %s" % _quote(self._char()))
+
+    def _char(self):
+        # the character at i, for messages (the body is valid UTF-8)
+        s = self.s
+        j = self.i + 1
+        while j < len(s) and (s[j] & 0xC0) == 0x80:
+            j += 1
+        return str(s[self.i : j], "utf-8")
 
     def obj(self, path, depth):
         self.i += 1
         out = {}
         self.ws()
-        if self.s.startswith("}", self.i):
+        if self.s.startswith(b"}", self.i):
             self.i += 1
             return out
         while True:
             self.ws()
-            if not self.s.startswith('"', self.i):
+            if not self.s.startswith(b'"', self.i):
                 self.fail("expected a key string")
             k = self.string()
             if isinstance(k, Lone):
                 k = "\\u" + k.esc
             self.ws()
-            if not self.s.startswith(":", self.i):
+            if not self.s.startswith(b":", self.i):
                 self.fail("expected ':'")
             self.i += 1
             sub = k if not path else path + "." + k
@@ -101,10 +121,10 @@ class _Reader:
                 self.dups.append("%s: duplicate key %s" % (path or "plan", _quote(k)))
             out[k] = v
             self.ws()
-            if self.s.startswith(",", self.i):
+            if self.s.startswith(b",", self.i):
                 self.i += 1
                 continue
-            if self.s.startswith("}", self.i):
+            if self.s.startswith(b"}", self.i):
                 self.i += 1
                 return out
             self.fail("expected ',' or '}'")
@@ -113,16 +133,16 @@ class _Reader:
         self.i += 1
         out = []
         self.ws()
-        if self.s.startswith("]", self.i):
+        if self.s.startswith(b"]", self.i):
             self.i += 1
             return out
         while True:
             out.append(self.value("%s[%d]" % (path, len(out)), depth))
             self.ws()
-            if self.s.startswith(",", self.i):
+            if self.s.startswith(b",", self.i):
                 self.i += 1
                 continue
-            if self.s.startswith("]", self.i):
+            if self.s.startswith(b"]", self.i):
                 self.i += 1
                 return out
             self.fail("expected ',' or ']'")
@@ -133,44 +153,53 @@ class _Reader:
             self.i = len(self.s)
             self.fail("")
         for c in h:
-            if c not in "0123456789abcdefABCDEF":
+            if c not in _HEX:
                 self.fail("bad \\u escape")
         self.i += 4
+        h = str(h, "ascii")
         return int(h, 16), h
+
+    def _plain(self, parts, a, b):
+        # raw bytes a..b of a string: no control characters allowed
+        if a < b:
+            seg = self.s[a:b]
+            if min(seg) < 0x20:
+                k = a
+                while self.s[k] >= 0x20:
+                    k += 1
+                self.i = k
+                self.fail("control character in a string")
+            parts.append(seg)
 
     def string(self):
         s = self.s
         n = len(s)
-        self.i += 1
+        i = self.i + 1
         parts = []
         lone = None
-        start = self.i
         while True:
-            i = self.i
-            while i < n and s[i] != '"' and s[i] != "\\" and s[i] >= " ":
-                i += 1
-            parts.append(s[start:i])
-            self.i = i
-            if i >= n:
+            j = s.find(b'"', i)
+            if j < 0:
+                self._plain(parts, i, n)
+                self.i = n
                 self.fail("")
-            c = s[i]
-            if c == '"':
-                self.i = i + 1
+            k = s.find(b"\\", i, j)
+            if k < 0:
+                self._plain(parts, i, j)
+                self.i = j + 1
                 break
-            if c < " ":
-                self.fail("control character in a string")
-            # backslash escape
-            self.i = i + 1
+            self._plain(parts, i, k)
+            self.i = k + 1
             if self.i >= n:
                 self.fail("")
             e = s[self.i]
             if e in _ESC:
                 parts.append(_ESC[e])
                 self.i += 1
-            elif e == "u":
+            elif e == 0x75:  # u
                 self.i += 1
                 cp, h = self.hex4()
-                if 0xD800 <= cp < 0xDC00 and s.startswith("\\u", self.i):
+                if 0xD800 <= cp < 0xDC00 and s.startswith(b"\\u", self.i):
                     save = self.i
                     self.i += 2
                     lo, h2 = self.hex4()
@@ -181,44 +210,44 @@ class _Reader:
                 if 0xD800 <= cp < 0xE000:
                     lone = lone or h.lower()
                 else:
-                    parts.append(chr(cp))
+                    parts.append(chr(cp).encode())
             else:
-                self.fail("bad escape \\%s" % e)
-            start = self.i
+                self.fail("bad escape \\%s" % self._char())
+            i = self.i
         if lone:
             return Lone(lone)
-        return "".join(parts)
+        return str(b"".join(parts), "utf-8")
 
     def number(self):
         s = self.s
         n = len(s)
         i = start = self.i
-        if s[i] == "-":
+        if s[i] == 0x2D:
             i += 1
-        if i < n and s[i] == "0":
+        if i < n and s[i] == 0x30:
             i += 1
-        elif i < n and "1" <= s[i] <= "9":
-            while i < n and "0" <= s[i] <= "9":
+        elif i < n and 0x31 <= s[i] <= 0x39:
+            while i < n and 0x30 <= s[i] <= 0x39:
                 i += 1
         else:
             self.i = i
             self.fail("bad number")
         frac = False
-        if i < n and s[i] == ".":
+        if i < n and s[i] == 0x2E:  # .
             i += 1
             j = i
-            while i < n and "0" <= s[i] <= "9":
+            while i < n and 0x30 <= s[i] <= 0x39:
                 i += 1
             if i == j:
                 self.i = i
                 self.fail("bad number")
             frac = True
-        if i < n and s[i] in "eE":
+        if i < n and (s[i] == 0x65 or s[i] == 0x45):  # e E
             i += 1
-            if i < n and s[i] in "+-":
+            if i < n and (s[i] == 0x2B or s[i] == 0x2D):
                 i += 1
             j = i
-            while i < n and "0" <= s[i] <= "9":
+            while i < n and 0x30 <= s[i] <= 0x39:
                 i += 1
             if i == j:
                 self.i = i
@@ -253,17 +282,18 @@ def _quote(s):
 
 def parse(raw):
     """One JSON text (bytes or str) -> (value, duplicate-key problems); raises ParseError."""
-    if isinstance(raw, (bytes, bytearray, memoryview)):
-        if len(raw) > MAX_PLAN_BYTES:
-            raise ParseError("body: %d bytes, more than %d" % (len(raw), MAX_PLAN_BYTES), 413)
-        try:
-            raw = str(bytes(raw), "utf-8")
-        except Exception:
-            raise ParseError("body: not UTF-8 text")
-    elif not isinstance(raw, str):
+    if isinstance(raw, str):
+        raw = raw.encode()
+    elif isinstance(raw, (bytes, bytearray, memoryview)):
+        raw = bytes(raw)
+    else:
         raise ParseError("body: expected bytes or str")
-    elif len(raw) > MAX_PLAN_BYTES and len(raw.encode()) > MAX_PLAN_BYTES:
-        raise ParseError("body: %d bytes, more than %d" % (len(raw.encode()), MAX_PLAN_BYTES), 413)
+    if len(raw) > MAX_PLAN_BYTES:
+        raise ParseError("body: %d bytes, more than %d" % (len(raw), MAX_PLAN_BYTES), 413)
+    try:
+        str(raw, "utf-8")
+    except Exception:
+        raise ParseError("body: not UTF-8 text")
     r = _Reader(raw)
     r.ws()
     if r.i >= len(raw):
