@@ -196,7 +196,16 @@ def test_led_organ_process():
         assert m.command(encode_command("led_on"))[0] == 0, "led_on during a blink"
         ev = m.wait_frame(frame.EVENT, t, 2)
         assert decode_event(ev[2]) == (1, "led_blink", 1), "blink stopped: %r" % (ev,)
-        time.sleep(0.3)
+        # DISCOVER: the DESCRIPTOR at once, then every 2 s (no heartbeats) until ACK.
+        t = m.send(frame.DISCOVER_FRAME)
+        d1 = m.wait_frame(frame.DESCRIPTOR, t, 1)
+        assert d1[0] - t < 0.2, "DESCRIPTOR at once after DISCOVER: %.3f s" % (d1[0] - t)
+        d2 = m.wait_frame(frame.DESCRIPTOR, d1[0] + 0.01, 3)
+        assert 1.8 <= d2[0] - d1[0] <= 2.3, "then every 2 s: %.3f" % (d2[0] - d1[0])
+        assert m.times(frame.HEARTBEAT, d1[0] + 0.05, d2[0]) == [], "announcing: no HEARTBEAT"
+        t = m.send(frame.ACK_FRAME)
+        hb = m.wait_frame(frame.HEARTBEAT, t, 2)
+        assert 0.8 <= hb[0] - t <= 1.3, "HEARTBEAT 1 s after the new ACK: %.3f" % (hb[0] - t)
     finally:
         m.close()
     pin = json.load(open(os.path.join(ROOT, "boards", "led_organ", "board.json")))["pins"]["led"]
