@@ -13,6 +13,7 @@ from .lts import Pronouncer
 from .text import clauses
 
 _SIL = prosody._SIL
+BWS = 60
 _F4, _F5, _B4, _B5 = 3300, 3850, 250, 200
 _FNP = 270
 
@@ -21,6 +22,8 @@ _BURST = {"p": 1, "b": 1, "t": 2, "d": 2, "k": 3, "g": 3}
 # Top parallel band centre for each fricative or burst.
 _F5P = {"s": 4700, "z": 4700, "T": 4400, "D": 4400, "t": 4400, "d": 4400}
 _DEFAULT_F5P = 3900
+# Nasal murmur antiresonance (Hz) by place: labial low, alveolar mid, velar high.
+_FNZ = {"m": 1000, "n": 1500, "N": 2300}
 
 
 def _weight(kind):
@@ -252,9 +255,9 @@ class Speech:
                 tout = n - tin
             self._targets(cl, i, tg, 0, False)
             self._targets(cl, i, tg, 3, True)
-            bw[0] = f[base + P.B1]
-            bw[1] = f[base + P.B2]
-            bw[2] = f[base + P.B3]
+            bw[0] = f[base + P.B1] * BWS // 100
+            bw[1] = f[base + P.B2] * BWS // 100
+            bw[2] = f[base + P.B3] * BWS // 100
             av = f[base + P.AV]
             af = f[base + P.AF]
             ah = f[base + P.AH]
@@ -265,7 +268,7 @@ class Speech:
                     av -= 2
             if cl.flags[i] & prosody.FINAL_SYL:
                 av -= 3
-            fnz = 450 if kind & P.NASAL else _FNP
+            fnz = _FNZ.get(code, 1500) if kind & P.NASAL else _FNP
             nb = 0
             if kind & P.STOP:
                 nb = n * 2 // 3 if kind & P.AFFRIC else _BURST.get(code, 1)
@@ -315,7 +318,7 @@ class Speech:
                     a_h = 56
                     bw[0] = 250
                 elif asp and k == asp:
-                    bw[0] = f[base + P.B1]
+                    bw[0] = f[base + P.B1] * BWS // 100
                 if h:
                     bw[0] = 300
                 if a_v and k < onset:
