@@ -10,6 +10,7 @@ live in tools/mypy-device.ini. Exit status is mypy's (0: clean).
 """
 
 import glob
+import hashlib
 import importlib.metadata
 import os
 import subprocess
@@ -44,7 +45,9 @@ def stub_dir(cache=None):
     """A folder of links to the board stubs (+ _mpy_shed), for MYPYPATH."""
     dist, base = _dist_root(BOARD_STUBS)
     _, std_base = _dist_root(STDLIB_STUBS)
-    out = cache or os.path.join(tempfile.gettempdir(), "organbus-stubs-%s" % dist.version)
+    # One folder per installation: a second checkout's venv never reuses links into this one.
+    key = hashlib.sha1(("%s|%s" % (base, dist.version)).encode()).hexdigest()[:12]
+    out = cache or os.path.join(tempfile.gettempdir(), "organbus-stubs-" + key)
     os.makedirs(out, exist_ok=True)
     tops = {str(f).split("/")[0] for f in dist.files or () if ".dist-info" not in str(f)}
     tops = {t for t in tops if t.endswith(".pyi") or os.path.isdir(os.path.join(base, t))}
@@ -52,6 +55,8 @@ def stub_dir(cache=None):
     links.append((os.path.join(std_base, "_mpy_shed"), "_mpy_shed"))
     for src, name in links:
         dst = os.path.join(out, name)
+        if os.path.lexists(dst) and os.readlink(dst) != src:
+            os.remove(dst)
         if not os.path.lexists(dst):
             os.symlink(src, dst)
     return out, std_base
@@ -61,7 +66,7 @@ def run(files=None, cache_dir=None):
     stubs, typeshed = stub_dir()
     env = dict(os.environ, MYPYPATH=os.pathsep.join([stubs, os.path.join(ROOT, "lib"), ROOT]))
     cmd = [sys.executable, "-m", "mypy", "--config-file", CONFIG, "--custom-typeshed-dir", typeshed]
-    cache_dir = cache_dir or os.path.join(tempfile.gettempdir(), "organbus-mypy-cache")
+    cache_dir = cache_dir or stubs.replace("organbus-stubs-", "organbus-mypy-cache-")
     cmd += ["--cache-dir", cache_dir]  # never a .mypy_cache in the working tree
     cmd += list(files or device_files())
     return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
