@@ -22,6 +22,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -1114,9 +1115,16 @@ def mount(args, role, files, dry, head, board, cfg):
         head("run from the working tree (symlinks in %s; Ctrl-C stops): %s" % (stage, show(cmd)))
         if dry:
             return 0
+        child = subprocess.Popen(cmd)
         try:
-            return subprocess.call(cmd)
-        except KeyboardInterrupt:
+            return child.wait()
+        except (KeyboardInterrupt, SystemExit):
+            # Ctrl-C reaches mpremote too (same process group), which stops the board's program.
+            try:
+                child.wait(5)
+            except subprocess.TimeoutExpired:
+                child.terminate()
+                child.wait(5)
             return 130
     finally:
         shutil.rmtree(stage, ignore_errors=True)
@@ -1124,9 +1132,14 @@ def mount(args, role, files, dry, head, board, cfg):
             os.remove(cfg_path)
 
 
+def _terminated(signum, frame):
+    raise SystemExit(128 + signum)  # run the finally blocks: temporary files, child processes
+
+
 def main(argv=None):
     args = parse_args(argv)
     args._stage = None
+    signal.signal(signal.SIGTERM, _terminated)
     try:
         return deploy(args)
     except FlashError as e:
