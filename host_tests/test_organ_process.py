@@ -11,6 +11,9 @@ import tempfile
 import threading
 import time
 import wave
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
 
 import frame
 from command import decode_event, encode_command
@@ -175,7 +178,7 @@ def _pin_changes(path, pin):
     return out
 
 
-def test_led_organ_process():
+def _led_organ_process():
     m = Master("led")
     try:
         boot, d = _check_lifecycle(m)
@@ -236,7 +239,7 @@ def _wav_energy(path):
     return rate, s, loud
 
 
-def test_speaker_organ_process():
+def _speaker_organ_process():
     m = Master("speaker")
     try:
         boot, d = _check_lifecycle(m)
@@ -272,6 +275,23 @@ def test_speaker_organ_process():
     assert 600 <= span <= 720, "chime audible for %d ms, want about 700" % span
     assert max(abs(x) for x in s[: (end + 1) * rate // 100]) > 8000, "a real chime, not a hum"
     m.remove()
+
+
+@pytest.fixture(scope="module")
+def organ_runs():
+    """Both organ processes at once (each scenario takes ~15 s of real time)."""
+    pool = ThreadPoolExecutor(max_workers=2)
+    futs = {"led": pool.submit(_led_organ_process), "speaker": pool.submit(_speaker_organ_process)}
+    yield futs
+    pool.shutdown(wait=True)
+
+
+def test_led_organ_process(organ_runs):
+    organ_runs["led"].result(timeout=120)
+
+
+def test_speaker_organ_process(organ_runs):
+    organ_runs["speaker"].result(timeout=120)
 
 
 def _run_board_copy(role_dir, edit):
