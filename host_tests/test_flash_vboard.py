@@ -235,3 +235,28 @@ def test_vboard_command_line_serves_a_port_until_interrupted(tmp_path):
     finally:
         p.send_signal(signal.SIGINT)
         assert p.wait(10) == 0, "vboard.py did not stop cleanly on Ctrl-C"
+
+
+def test_deployed_speaker_carries_its_voice_data_and_offers_what_it_has(tmp_path):
+    uart = free_port()
+    with VirtualBoard(tmp_path / "flash", uarts={1: "listen:127.0.0.1:%d" % uart}) as vb:
+        r = run_flash(
+            "speaker",
+            "--port",
+            vb.port,
+            "--arch",
+            "x64",
+            "--uart-port",
+            "socket://127.0.0.1:%d" % uart,
+        )
+    assert r.returncode == 0, r.stdout + r.stderr
+    got = landed(tmp_path / "flash")
+    for src, dest in flash.role_files("speaker")["data"]:
+        assert open(got["lib/" + dest], "rb").read() == open(src, "rb").read(), dest
+    built = json_after(r.stdout, "descriptor (built on the board): ")
+    wire = json_after(r.stdout, "descriptor (read off the UART): ")
+    assert built == wire, "the organ sent another descriptor than its code builds"
+    names = [c["name"] for c in wire["capabilities"]]
+    assert wire["module_type"] == "speaker" and "chime" in names, names
+    voice = any(d.startswith("organs/voice/") for _, d in flash.role_files("speaker")["modules"])
+    assert ("speak" in names) == voice, "speak offered %s, voice deployed %s" % (names, voice)
