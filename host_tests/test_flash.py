@@ -280,3 +280,13 @@ def test_a_port_without_micropython_is_one_clear_error(tmp_path):
     assert "Traceback" not in r.stdout + r.stderr, r.stderr
     assert "no MicroPython REPL answered on %s" % notaport in r.stderr, r.stderr
     assert "--firmware" in r.stderr, r.stderr
+
+
+def test_master_address_comes_from_its_event_lines():
+    assert flash._master_address([{"event": "boot"}]) == (None, None)
+    sim = [{"event": "http", "host": "127.0.0.1", "port": 8080}]
+    assert flash._master_address(sim) == ("127.0.0.1", 8080)
+    board = [{"event": "http", "host": "0.0.0.0", "port": 80}]
+    assert flash._master_address(board) == (None, 80), "0.0.0.0 is not an address to call"
+    board.append({"event": "wifi", "connected": True, "ip": "192.168.1.40"})
+    assert flash._master_address(board) == ("192.168.1.40", 80)

@@ -1033,7 +1033,7 @@ def verify(args, role, board, dry, head, runnable, cfg):
         )
         return 0
     if role == "master":
-        want = lambda evs: any(e.get("event") == "http" for e in evs)  # noqa: E731
+        want = _master_reachable
     else:
         want = lambda evs: any(e.get("event") in ("boot", "refused") for e in evs)  # noqa: E731
     events, other, frames = console_run(args.port, args.verify_seconds, want, args.uart_port)
@@ -1060,23 +1060,37 @@ def verify(args, role, board, dry, head, runnable, cfg):
             )
         say("   descriptor (read off the UART): " + json.dumps(describe(descs[0])))
     if role == "master":
-        http = [e for e in events if e.get("event") == "http"]
-        if http:
-            h = http[-1]
-            host = h.get("host") or "127.0.0.1"
-            host = "127.0.0.1" if host == "0.0.0.0" else host
+        host, port = _master_address(events)
+        if host:
             token = (cfg or {}).get("http", {}).get("token")
             try:
-                st = http_status(host, h.get("port", 80), token)
+                st = http_status(host, port, token)
                 say("   status: " + json.dumps(st)[:2000])
-            except OSError as e:
-                say("   status: http://%s:%s/status did not answer (%s)" % (host, h.get("port"), e))
+            except (OSError, ValueError) as e:
+                say("   status: http://%s:%s/status did not answer (%s)" % (host, port, e))
         else:
             say(
-                "   status: no HTTP line yet (Wi-Fi not configured or still joining); "
-                "GET http://<board-ip>/status once it is up"
+                "   status: not reachable yet (Wi-Fi not configured, or still joining): "
+                "GET http://<board-ip>/status once the console shows its wifi line"
             )
     return 0
+
+
+def _master_address(events):
+    """(host, port) where the master's HTTP answers, from its event lines, or (None, None). A
+    board binds 0.0.0.0: its address is the Wi-Fi line's ip."""
+    http = [e for e in events if e.get("event") == "http"]
+    if not http:
+        return None, None
+    host, port = http[-1].get("host"), http[-1].get("port", 80)
+    if host in (None, "", "0.0.0.0"):
+        ips = [e.get("ip") for e in events if e.get("event") == "wifi" and e.get("ip")]
+        host = ips[-1] if ips else None
+    return host, port
+
+
+def _master_reachable(events):
+    return _master_address(events)[0] is not None
 
 
 def mount(args, role, files, dry, head, board, cfg):
