@@ -1,5 +1,6 @@
 # LED organ board entry point: reads board.json, builds the UART and the light, runs the LED organ.
 import json
+import time
 
 import machine
 
@@ -90,12 +91,13 @@ def main():
     except (OSError, ValueError, KeyError, TypeError, ImportError) as e:
         refuse(e)
         return
-    runtime.run(
-        organ.organ,
-        uart,
-        tasks=repl_task({"organ": organ.organ, "led": organ}),
-        poll_ms=poll_ms(cfg),
-    )
+    tasks = repl_task({"organ": organ.organ, "led": organ})
+    try:
+        runtime.run(organ.organ, uart, tasks=tasks, poll_ms=poll_ms(cfg))
+    except Exception as e:  # a crash: say why, then reset and announce afresh
+        print('{"event": "crash", "reason": %s}' % json.dumps("%s: %s" % (type(e).__name__, e)))
+        time.sleep_ms(1000)
+        machine.reset()
 
 
 main()

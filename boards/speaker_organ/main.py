@@ -1,5 +1,6 @@
 # Speaker organ board entry point: reads board.json, builds the UART and the I2S amplifier, runs the organ.
 import json
+import time
 
 import machine
 
@@ -118,7 +119,12 @@ def main():
         refuse(e)
         return
     tasks = (audio.run(),) + repl_task({"organ": organ.organ, "speaker": organ, "audio": audio})
-    runtime.run(organ.organ, uart, tasks=tasks, poll_ms=poll_ms(cfg))
+    try:
+        runtime.run(organ.organ, uart, tasks=tasks, poll_ms=poll_ms(cfg))
+    except Exception as e:  # a crash: say why, then reset and announce afresh
+        print('{"event": "crash", "reason": %s}' % json.dumps("%s: %s" % (type(e).__name__, e)))
+        time.sleep_ms(1000)
+        machine.reset()
 
 
 main()
