@@ -15,7 +15,6 @@ import importlib.metadata
 import os
 import subprocess
 import sys
-import sysconfig
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
