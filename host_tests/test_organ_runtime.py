@@ -528,3 +528,43 @@ def test_finish_of_an_unknown_ability_is_an_error():
         assert "'fly'" in str(e), e
     else:
         assert False, "finish('fly') must raise"
+
+
+class _DyingUart:
+    def __init__(self, after):
+        self.reads = 0
+        self.after = after
+        self.out = bytearray()
+
+    def readinto(self, buf):
+        self.reads += 1
+        if self.reads > self.after:
+            raise OSError("the UART went away")
+        return None
+
+    def write(self, f):
+        self.out.extend(f)
+        return len(f)
+
+
+def test_run_ends_when_a_task_dies():
+    from organs.runtime import run
+
+    r = Rig()
+    uart = _DyingUart(20)
+    try:
+        run(r.organ, uart, poll_ms=1)
+    except OSError as e:
+        assert "went away" in str(e), e
+    else:
+        assert False, "run must raise what killed its reader"
+    assert uart.reads == 21, "the reader polled until it failed: %d" % uart.reads
+
+
+def test_run_refuses_an_invalid_organ():
+    from organs.runtime import run
+
+    lines = []
+    o = Organ(_descriptor(module_type="Bad"), {}, log=lines.append)
+    assert run(o, _DyingUart(0), poll_ms=1) is False, "an invalid organ does not run"
+    assert json.loads(lines[0])["event"] == "refused", lines

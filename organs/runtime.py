@@ -441,19 +441,19 @@ class Link:
 def run(organ, uart, tasks=(), poll_ms=0, clock=ticks_ms):
     """Start the organ on `uart` and run it forever with any extra coroutines (e.g. audio).
 
-    Returns False at once, having logged why, when the organ's own descriptor is invalid.
+    Returns False at once, having logged why, when the organ's own descriptor is invalid;
+    raises what ended any of the tasks.
     """
     if not organ.start(clock()):
         return False
     link = Link(organ, uart, poll_ms=poll_ms, clock=clock)
 
     async def main():
-        for coro in tasks:
-            asyncio.create_task(coro)
-        asyncio.create_task(link.reader())
+        # Any task that dies ends the run (and the board resets): never a deaf or mute organ.
+        parts = [link.reader(), link.writer()] + list(tasks)
         if not poll_ms:
-            asyncio.create_task(link.timers())
-        await link.writer()
+            parts.append(link.timers())
+        await asyncio.gather(*parts)
 
     asyncio.run(main())
     return True
