@@ -82,7 +82,10 @@ def bench_round_trips(body, plans=8, steps=16):
     cable = body.cable("led")
     sent = FrameTimes(cable.ab, delivered=False)  # master wrote the COMMAND (first byte starts)
     back = FrameTimes(cable.ba, delivered=True)  # the RESP reached the master (last byte ended)
+    at_organ = FrameTimes(cable.ab, delivered=True)  # the COMMAND reached the organ
+    answered = FrameTimes(cable.ba, delivered=False)  # the organ wrote its RESP
     ratios, rates = [], []
+    hops = {"organ": [], "master": []}
     for _ in range(plans):
         actions = ["led_on" if i % 2 == 0 else "led_off" for i in range(steps)]
         t0 = time.monotonic()
@@ -97,6 +100,12 @@ def bench_round_trips(body, plans=8, steps=16):
                 "saw %d COMMANDs and %d RESPs for %d steps" % (len(cmds), len(resps), steps)
             )
         elapsed = resps[steps - 1][0] - cmds[0][0]
+        arrived = at_organ.of(frame.COMMAND, t0)
+        written = answered.of(frame.COMMAND_RESP, t0)
+        for i in range(min(len(arrived), len(written), steps)):
+            hops["organ"].append(written[i][0] - arrived[i][0])
+        for i in range(steps - 1):
+            hops["master"].append(cmds[i + 1][0] - resps[i][0])
         limit = sum(
             wire_s(len(p) + frame.OVERHEAD) + wire_s(1 + frame.OVERHEAD) for _, _, p in cmds
         )
@@ -110,6 +119,22 @@ def bench_round_trips(body, plans=8, steps=16):
         "ratio_min": round(min(ratios), 3),
         "plans": plans,
         "steps_per_plan": steps,
+        # where a round trip's time beyond the wire goes (ms): COMMAND in -> RESP out at the
+        # organ, RESP in -> next COMMAND out at the master
+        "organ_ms": _spread(hops["organ"]),
+        "master_ms": _spread(hops["master"]),
+    }
+
+
+def _spread(xs):
+    xs = sorted(x * 1000.0 for x in xs)
+    if not xs:
+        return None
+    return {
+        "median": round(statistics.median(xs), 3),
+        "mean": round(statistics.mean(xs), 3),
+        "p90": round(xs[int(len(xs) * 0.9)], 3),
+        "max": round(xs[-1], 3),
     }
 
 
@@ -254,6 +279,13 @@ def main():
         "  %.1f /s, wire limit %.1f /s: ratio %.3f (min %.3f; target >= 0.90)"
         % (rt["round_trips_per_s"], rt["wire_limit_per_s"], rt["ratio"], rt["ratio_min"])
     )
+    for hop in ("organ", "master"):
+        h = rt["%s_ms" % hop]
+        if h:
+            print(
+                "  %-6s per step: median %.3f ms, mean %.3f, p90 %.3f, max %.3f"
+                % (hop, h["median"], h["mean"], h["p90"], h["max"])
+            )
     print("  the bus alone (test echo, no firmware): ratio %.3f" % fl["ratio"])
     print(
         "POST /plan to the first COMMAND byte on the cable: median %.2f ms, max %.2f ms (%d plans)"
