@@ -13,6 +13,7 @@ import glob
 import hashlib
 import importlib.metadata
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -57,7 +58,10 @@ def stub_dir(cache=None):
         if os.path.lexists(dst) and os.readlink(dst) != src:
             os.remove(dst)
         if not os.path.lexists(dst):
-            os.symlink(src, dst)
+            try:
+                os.symlink(src, dst)
+            except FileExistsError:  # another run made it meanwhile
+                pass
     return out, std_base
 
 
@@ -65,10 +69,15 @@ def run(files=None, cache_dir=None):
     stubs, typeshed = stub_dir()
     env = dict(os.environ, MYPYPATH=os.pathsep.join([stubs, os.path.join(ROOT, "lib"), ROOT]))
     cmd = [sys.executable, "-m", "mypy", "--config-file", CONFIG, "--custom-typeshed-dir", typeshed]
-    cache_dir = cache_dir or stubs.replace("organbus-stubs-", "organbus-mypy-cache-")
-    cmd += ["--cache-dir", cache_dir]  # never a .mypy_cache in the working tree
+    # Never a .mypy_cache in the working tree; one cache per run, as several runs may overlap.
+    tmp = None if cache_dir else tempfile.mkdtemp(prefix="organbus-mypy-")
+    cmd += ["--cache-dir", cache_dir or tmp]
     cmd += list(files or device_files())
-    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    try:
+        return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    finally:
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def main(argv=None):
