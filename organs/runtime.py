@@ -136,7 +136,7 @@ class Organ:
             self._lines.append(
                 (
                     _line("command", name=name, status=0),
-                    _line("command", name=name, status=1),
+                    _line("command", name=name, reason="the ability refused", status=1),
                     _line("done", name=name, status=0),
                     _line("done", name=name, status=1),
                 )
