@@ -290,3 +290,18 @@ def test_master_address_comes_from_its_event_lines():
     assert flash._master_address(board) == (None, 80), "0.0.0.0 is not an address to call"
     board.append({"event": "wifi", "connected": True, "ip": "192.168.1.40"})
     assert flash._master_address(board) == ("192.168.1.40", 80)
+
+
+@pytest.mark.parametrize("role", ["master", "led", "speaker"])
+def test_every_role_has_a_complete_dry_run(role):
+    r = run_flash(role, "--port", "/dev/ttyACM7", "--firmware", "fw.bin", "--dry-run")
+    assert r.returncode == 0 and not r.stderr, r.stderr
+    board = flash.load_board(role)
+    out = r.stdout
+    assert "boards/%s/main.py" % board["name"] in out, out
+    files = flash.role_files(role, board)
+    for _, dest in files["modules"]:
+        assert " -s %s " % dest in out, "%s is not compiled in the dry run" % dest
+    for _, dest in files["data"]:
+        assert dest in out, "%s is not copied in the dry run" % dest
+    assert "soft-reset into main.py" in out, out
