@@ -54,13 +54,16 @@ def make_light(cfg):
     kind = s.get("led_kind", "gpio")
     if kind not in ("gpio", "ws2812"):
         raise ValueError("settings.led_kind %r is not 'gpio' or 'ws2812'" % kind)
-    pin = machine.Pin(cfg["pins"]["led"], machine.Pin.OUT)
     if kind == "ws2812":
         import neopixel
 
+        pin = machine.Pin(cfg["pins"]["led"], machine.Pin.OUT)
         pixels = neopixel.NeoPixel(pin, s.get("ws2812_count", 1))
         return Light(pixels=pixels, color=s.get("ws2812_color", (32, 32, 32)))
-    return Light(pin=pin, active_low=s.get("active_low", False))
+    low = bool(s.get("active_low", False))
+    # Born dark: an active-low LED's pin starts high, never a flash of light at boot.
+    pin = machine.Pin(cfg["pins"]["led"], machine.Pin.OUT, value=1 if low else 0)
+    return Light(pin=pin, active_low=low)
 
 
 def poll_ms(cfg):
