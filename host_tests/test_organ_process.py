@@ -360,3 +360,58 @@ def test_chime_is_the_same_on_both_interpreters():
         crc = crc16_pure(b, crc, 0, n)
         total += n
     assert r.stdout.split() == [str(total), str(crc)], (r.stdout, total, crc)
+
+
+def test_active_low_gpio_led_board():
+    """A board copy with a plain active-low GPIO LED, its UART straight on this test's socket."""
+    tmp = tempfile.mkdtemp(prefix="organ-gpio-")
+    try:
+        shutil.copy(os.path.join(ROOT, "boards", "led_organ", "main.py"), tmp)
+        with open(os.path.join(ROOT, "boards", "led_organ", "board.json")) as f:
+            cfg = json.load(f)
+        cfg["pins"]["led"] = 2
+        cfg["settings"].update({"led_kind": "gpio", "active_low": True})
+        with open(os.path.join(tmp, "board.json"), "w") as f:
+            json.dump(cfg, f)
+        ls = socket.socket()
+        ls.bind(("127.0.0.1", 0))
+        ls.listen(1)
+        ls.settimeout(20)
+        pinlog = os.path.join(tmp, "pins.jsonl")
+        env = dict(
+            os.environ,
+            MICROPYPATH=":".join([os.path.join(ROOT, "tools", "simhw"), MICROPYPATH]),
+            ORGANBUS_SIM_UART1="connect:127.0.0.1:%d" % ls.getsockname()[1],
+            ORGANBUS_SIM_PINLOG=pinlog,
+        )
+        exe = os.path.join(os.path.dirname(sys.executable), "micropython")
+        proc = subprocess.Popen(
+            [exe, os.path.join(tmp, "main.py")],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        try:
+            conn, _ = ls.accept()
+            conn.settimeout(5)
+            got = []
+            dec = frame.Decoder(lambda t, p, n: got.append((t, bytes(p[:n]))))
+            for name in ("led_on", "led_off"):
+                conn.sendall(frame.encode(frame.COMMAND, encode_command(name)))
+                while not any(t == frame.COMMAND_RESP for t, _ in got):
+                    dec.feed(conn.recv(256))
+                assert [p for t, p in got if t == frame.COMMAND_RESP] == [b"\x00"], got
+                got.clear()
+            time.sleep(0.2)
+        finally:
+            proc.terminate()
+            out, err = proc.communicate(timeout=10)
+            ls.close()
+        values = [v for _, v in _pin_changes(pinlog, 2)]
+        assert values == [1, 0, 1], "active-low: dark (high), on (low), off (high): %r %s" % (
+            values,
+            err,
+        )
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
