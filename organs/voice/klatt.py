@@ -123,6 +123,9 @@ class Synth:
         self._quiet = 0
 
     def _reson(self, k, f, bw, norm=True):
+        top = self.rate * 45 // 100  # keep every resonance below Nyquist at low rates
+        if f > top:
+            f = top
         bi = bw // 10
         if bi < 1:
             bi = 1
@@ -191,7 +194,8 @@ class Synth:
         co[_FLAGS] = flags
 
     def set_gain(self, g):
-        self.co[_GAIN] = g
+        """Output gain, Q12 (4096 = 1); at most 16384 so y * gain stays below 2**31."""
+        self.co[_GAIN] = min(max(g, 0), 16384)
 
     def render(self, buf, off, n):
         """Write n 16-bit little-endian samples into buf starting at sample index off."""

@@ -218,6 +218,8 @@ class Speech:
         fr, bw, par, tg = self._fr, self._bw, self._par, self._tg
         bl, br = self._bl, self._br
         fr[3], fr[4], bw[3], bw[4] = _F4, _F5, _B4, _B5
+        if self.rate < 10000:  # no room for F5 below Nyquist: F4 lower, F5 flattened
+            fr[3], bw[4] = self.rate * 41 // 100, 2000
         anchors = cl.anchors
         na = cl.na
         ai = 0
@@ -339,7 +341,8 @@ class Speech:
                 yield
 
 
-_GAIN = 4096
+# Output gain in Q12: about -6 dBFS peaks on vowels; at most 16384 (y * gain < 2**31).
+_GAIN = 16384
 
 
 def _report(e):
