@@ -362,56 +362,111 @@ def test_chime_is_the_same_on_both_interpreters():
     assert r.stdout.split() == [str(total), str(crc)], (r.stdout, total, crc)
 
 
-def test_active_low_gpio_led_board():
-    """A board copy with a plain active-low GPIO LED, its UART straight on this test's socket."""
-    tmp = tempfile.mkdtemp(prefix="organ-gpio-")
-    try:
-        shutil.copy(os.path.join(ROOT, "boards", "led_organ", "main.py"), tmp)
-        with open(os.path.join(ROOT, "boards", "led_organ", "board.json")) as f:
+class DirectBoard:
+    """A copy of a board's main.py and edited board.json, run on the unix port with simulated
+    machine, its UART on this test's socket (no cable in between). `without_voice` installs
+    the organs package without organs/voice, as a speaker board without the voice engine."""
+
+    def __init__(self, role_dir, edit, without_voice=False):
+        self.tmp = tempfile.mkdtemp(prefix="organ-direct-")
+        shutil.copy(os.path.join(ROOT, "boards", role_dir, "main.py"), self.tmp)
+        with open(os.path.join(ROOT, "boards", role_dir, "board.json")) as f:
             cfg = json.load(f)
-        cfg["pins"]["led"] = 2
-        cfg["settings"].update({"led_kind": "gpio", "active_low": True})
-        with open(os.path.join(tmp, "board.json"), "w") as f:
+        edit(cfg)
+        with open(os.path.join(self.tmp, "board.json"), "w") as f:
             json.dump(cfg, f)
-        ls = socket.socket()
-        ls.bind(("127.0.0.1", 0))
-        ls.listen(1)
-        ls.settimeout(20)
-        pinlog = os.path.join(tmp, "pins.jsonl")
+        path = [os.path.join(ROOT, "tools", "simhw"), MICROPYPATH]
+        if without_voice:
+            lib = os.path.join(self.tmp, "lib")
+            shutil.copytree(
+                os.path.join(ROOT, "organs"),
+                os.path.join(lib, "organs"),
+                ignore=shutil.ignore_patterns("voice", "__pycache__"),
+            )
+            path.insert(1, lib)
+        self.pinlog = os.path.join(self.tmp, "pins.jsonl")
+        self.ls = socket.socket()
+        self.ls.bind(("127.0.0.1", 0))
+        self.ls.listen(1)
+        self.ls.settimeout(20)
         env = dict(
             os.environ,
-            MICROPYPATH=":".join([os.path.join(ROOT, "tools", "simhw"), MICROPYPATH]),
-            ORGANBUS_SIM_UART1="connect:127.0.0.1:%d" % ls.getsockname()[1],
-            ORGANBUS_SIM_PINLOG=pinlog,
+            MICROPYPATH=":".join(path),
+            ORGANBUS_SIM_UART1="connect:127.0.0.1:%d" % self.ls.getsockname()[1],
+            ORGANBUS_SIM_PINLOG=self.pinlog,
+            ORGANBUS_SIM_WAV=os.path.join(self.tmp, "audio.wav"),
         )
         exe = os.path.join(os.path.dirname(sys.executable), "micropython")
-        proc = subprocess.Popen(
-            [exe, os.path.join(tmp, "main.py")],
+        self.proc = subprocess.Popen(
+            [exe, os.path.join(self.tmp, "main.py")],
             cwd=ROOT,
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
+            text=True,
         )
-        try:
-            conn, _ = ls.accept()
-            conn.settimeout(5)
-            got = []
-            dec = frame.Decoder(lambda t, p, n: got.append((t, bytes(p[:n]))))
-            for name in ("led_on", "led_off"):
-                conn.sendall(frame.encode(frame.COMMAND, encode_command(name)))
-                while not any(t == frame.COMMAND_RESP for t, _ in got):
-                    dec.feed(conn.recv(256))
-                assert [p for t, p in got if t == frame.COMMAND_RESP] == [b"\x00"], got
-                got.clear()
-            time.sleep(0.2)
-        finally:
-            proc.terminate()
-            out, err = proc.communicate(timeout=10)
-            ls.close()
-        values = [v for _, v in _pin_changes(pinlog, 2)]
+        self.conn, _ = self.ls.accept()
+        self.conn.settimeout(5)
+        self.got = []
+        self.dec = frame.Decoder(lambda t, p, n: self.got.append((t, bytes(p[:n]))))
+
+    def wait(self, ftype):
+        while True:
+            for i, (t, p) in enumerate(self.got):
+                if t == ftype:
+                    del self.got[: i + 1]
+                    return p
+            self.dec.feed(self.conn.recv(1024))
+
+    def command(self, payload):
+        self.conn.sendall(frame.encode(frame.COMMAND, payload))
+        p = self.wait(frame.COMMAND_RESP)
+        assert len(p) == 1, p
+        return p[0]
+
+    def stop(self):
+        self.proc.terminate()
+        out, err = self.proc.communicate(timeout=10)
+        self.ls.close()
+        self.conn.close()
+        lines = [json.loads(x) for x in out.splitlines() if x.startswith("{")]
+        return lines, err
+
+    def remove(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def test_active_low_gpio_led_board():
+    def gpio(cfg):
+        cfg["pins"]["led"] = 2
+        cfg["settings"].update({"led_kind": "gpio", "active_low": True})
+
+    b = DirectBoard("led_organ", gpio)
+    try:
+        assert b.command(encode_command("led_on")) == 0, "led_on done"
+        assert b.command(encode_command("led_off")) == 0, "led_off done"
+        time.sleep(0.2)
+        lines, err = b.stop()
+        values = [v for _, v in _pin_changes(b.pinlog, 2)]
         assert values == [1, 0, 1], "active-low: dark (high), on (low), off (high): %r %s" % (
             values,
             err,
         )
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        b.remove()
+
+
+def test_speaker_board_without_a_voice_offers_chime_alone():
+    b = DirectBoard("speaker_organ", lambda cfg: None, without_voice=True)
+    try:
+        d = decode_descriptor(b.wait(frame.DESCRIPTOR))
+        assert [c["name"] for c in d["capabilities"]] == ["chime"], d
+        assert b.command(encode_command("speak", (), "Hello.")) == 1, "no speak without a voice"
+        assert b.command(encode_command("chime")) == 0, "chime still plays"
+        ev = decode_event(b.wait(frame.EVENT))
+        assert ev == (1, "chime", 0), ev
+        lines, err = b.stop()
+        voice = [x for x in lines if x["event"] == "voice"]
+        assert voice and voice[0]["installed"] is False and "voice" in voice[0]["reason"], lines
+    finally:
+        b.remove()

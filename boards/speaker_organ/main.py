@@ -80,8 +80,9 @@ def load_voice():
         import organs.voice as voice
 
         return voice
-    except ImportError as e:
-        print('{"event": "voice", "installed": false, "reason": %s}' % json.dumps(str(e)))
+    except Exception as e:  # missing, or broken (MemoryError, a lexicon file): chime alone
+        why = "%s: %s" % (type(e).__name__, e)
+        print('{"event": "voice", "installed": false, "reason": %s}' % json.dumps(why))
         return None
 
 
