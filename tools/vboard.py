@@ -317,6 +317,9 @@ def main(argv=None):
     ap.add_argument("--link", help="also make this path a symlink to the pty")
     ap.add_argument("--log", help="append everything the board prints to this file")
     args = ap.parse_args(argv)
+    # Stop on Ctrl-C or SIGTERM even when started from a shell that ignores SIGINT (background).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     log = open(args.log, "a") if args.log else None
     env = {"ORGANBUS_SIM_HTTP": args.http} if args.http else {}
     board = VirtualBoard(
