@@ -485,3 +485,27 @@ def test_feed_after_gap_abandons_every_stale_candidate():
     s.dec.feed(HB, 60)
     assert s.got == [(3, b"")], "bytes after a quiet gap start clean, got %r" % s.got
     _check_counts(s.dec, "nested gap", abandoned=2, junk=10, frames=1)
+
+
+def test_on_frame_exception_does_not_disturb_the_decoder():
+    got = []
+
+    def cb(t, payload, n):
+        got.append((t, bytes(payload[:n])))
+        if len(got) == 1:
+            raise KeyError("receiver bug")
+
+    dec = frame.Decoder(cb)
+    try:
+        dec.feed(HB + RESP0 + b"\x00" + ACK, 0)
+    except KeyError as e:
+        assert "receiver bug" in str(e), "the callback's own exception comes out"
+    else:
+        raise AssertionError("an exception in on_frame must not be swallowed")
+    assert got == [(3, b""), (17, b"\x00"), (2, b"")], (
+        "the rest of the chunk still came out: %r" % got
+    )
+    dec.feed(DISC, 1)
+    assert got[-1] == (4, b""), "the decoder goes on"
+    c = dec.counters()
+    assert c["frames"] == 4 and c["junk"] == 1 and c["bytes"] == 34, "counters %r" % c

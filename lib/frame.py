@@ -155,6 +155,7 @@ class Decoder:
         self._last = 0
         self._since = 0
         self._now = 0
+        self._error = None
         self.reset_counters()
 
     def reset_counters(self):
@@ -170,10 +171,25 @@ class Decoder:
         return self._fill
 
     def feed(self, data, now=0, n=-1):
+        """Take data[:n] arriving at tick now (see DESIGN.md). An exception raised by on_frame
+        does not disturb the decoder: the chunk is still taken whole, later frames still come
+        out, and the first such exception is raised again when feed() returns."""
+        self._take(data, now, n)
+        if self._error is not None:
+            self._raise()
+
+    def _raise(self):
+        e = self._error
+        self._error = None
+        raise e
+
+    def _take(self, data, now, n):
         if n < 0:
             n = len(data)
         if n == 0:
-            self.idle(now)
+            if self._fill:
+                self._now = now
+                self._stale(now)
             return
         self._now = now
         if self._fill:
@@ -209,6 +225,8 @@ class Decoder:
         if self._fill:
             self._now = now
             self._stale(now)
+            if self._error is not None:
+                self._raise()
 
     def _stale(self, now):
         # Quiet line: no byte for 50 ms. Every byte held came before the gap, so a candidate
@@ -219,12 +237,17 @@ class Decoder:
         # header swallowing later frames: abandon it (once; what the rescan finds starts its
         # own 90 ms). This bounds how long a corrupt header can hold a good frame back.
         if ticks_diff(now, self._last) >= self._quiet:
-            self.flush()
+            self._flush()
         elif ticks_diff(now, self._since) >= self._age:
             self._abandon()
 
     def flush(self):
         """End of input: whatever is incomplete is abandoned (frames behind it still come out)."""
+        self._flush()
+        if self._error is not None:
+            self._raise()
+
+    def _flush(self):
         while self._fill:
             self._abandon()
 
@@ -281,7 +304,11 @@ class Decoder:
                         ftype = buf[2]
                         if not self._handled[ftype]:
                             self.unknown += 1
-                        self.on_frame(ftype, self.payload, length)
+                        try:
+                            self.on_frame(ftype, self.payload, length)
+                        except Exception as e:  # raised again when feed/idle/flush returns
+                            if self._error is None:
+                                self._error = e
                         if fill == need:
                             self._fill = 0
                             self._need = 5
