@@ -40,7 +40,9 @@ BACKLOG_MAX = 32768  # console bytes kept while nobody reads the port; older one
 
 
 def _die_with_parent():
-    # Linux: the board process ends when the tool that started it does, even on a crash.
+    # Linux: the board process ends when the tool that started it does, even on a crash; and it
+    # takes SIGINT (its Ctrl-C) even if this tool was started with SIGINT ignored.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     try:
         import ctypes
 
