@@ -365,6 +365,10 @@ def _micropython():
     return exe if os.path.exists(exe) else None
 
 
+class WorkerFailed(Exception):
+    """The unix-port process of an area failed (it printed its own traceback)."""
+
+
 def run_on_unix_port(area):
     """CPython: run one area in a unix-port process, passing its figures through; returns them."""
     import json
@@ -389,7 +393,7 @@ def run_on_unix_port(area):
     if rc != 0 or last is None:
         if last:
             sys.stdout.write(last)
-        raise RuntimeError("the unix-port run of %s exited with %d" % (area, rc))
+        raise WorkerFailed("the unix-port run of %s exited with %d" % (area, rc))
     return json.loads(last)
 
 
@@ -427,7 +431,7 @@ def main(argv):
         except Exception as e:  # report it, keep the other areas' figures
             if MP:
                 sys.print_exception(e)
-            else:
+            elif not isinstance(e, WorkerFailed):
                 import traceback
 
                 traceback.print_exc()
