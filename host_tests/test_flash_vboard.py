@@ -259,3 +259,35 @@ def test_deployed_speaker_carries_its_voice_data_and_offers_what_it_has(tmp_path
     assert wire["module_type"] == "speaker" and "chime" in names, names
     voice = any(d.startswith("organs/voice/") for _, d in flash.role_files("speaker")["modules"])
     assert ("speak" in names) == voice, "speak offered %s, voice deployed %s" % (names, voice)
+
+
+def test_firmware_flow_calls_esptool_then_waits_for_the_repl(tmp_path):
+    # esptool cannot write a virtual board: a stand-in `esptool` module records its arguments
+    # (python -m esptool finds it first on PYTHONPATH); everything after it is real.
+    fake = tmp_path / "fake" / "esptool"
+    fake.mkdir(parents=True)
+    log = tmp_path / "esptool.log"
+    (fake / "__init__.py").write_text("")
+    (fake / "__main__.py").write_text(
+        "import sys\nopen(%r, 'a').write(' '.join(sys.argv[1:]) + '\\n')\n" % str(log)
+    )
+    fw = tmp_path / "fw.bin"
+    fw.write_bytes(bytes([0xE9, 3, 2, 0x20, 0, 0, 0, 0, 0xEE, 0, 0, 0, 13, 0, 0, 0]) + bytes(64))
+    env = dict(os.environ, PYTHONPATH=str(tmp_path / "fake"))
+    with VirtualBoard(tmp_path / "flash") as vb:
+        r = subprocess.run(
+            [sys.executable, FLASH, "led", "--port", vb.port, "--firmware", str(fw), "--no-verify"],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            cwd=ROOT,
+            env=env,
+        )
+    assert r.returncode == 0, r.stdout + r.stderr
+    calls = log.read_text().splitlines()
+    assert calls == [
+        "--chip esp32c6 --port %s erase-flash" % vb.port,
+        "--chip esp32c6 --port %s --baud 460800 write-flash 0 %s" % (vb.port, fw),
+    ], calls
+    assert "wait for the MicroPython REPL" in r.stdout, r.stdout
+    assert (tmp_path / "flash" / "main.py").exists(), "the deploy did not follow the firmware"
