@@ -880,9 +880,9 @@ def deploy(args):
     if arch not in ARCH_IDS:
         raise FlashError("unknown --arch %r: one of %s" % (arch, ", ".join(sorted(ARCH_IDS))))
     files = role_files(role, board)
+    if role != "master" and (args.wifi_ssid or args.wifi_password or args.token or args.console):
+        raise FlashError("--wifi-ssid, --wifi-password, --token and --console are for the master")
     cfg = config_json(args) if role == "master" else None
-    if cfg is not None and role != "master":
-        raise FlashError("Wi-Fi and token options are for the master only")
     dry = args.dry_run
     step = [0]
 
@@ -974,7 +974,7 @@ def deploy(args):
                         "mpy-cross refused %s:\n%s" % (os.path.relpath(src, ROOT), p.stderr.strip())
                     )
         if cfg is not None:
-            cfg_path = _write_config(cfg)
+            cfg_path = _write_config(cfg) if not dry else os.path.join(stage, "config.json")
         cmd = copy_commands(args.port, plan, files, stage, role, board, cfg_path, args.force)
         head(
             "copy to the board with mpremote (one session; prepares folders, removes stale sources)"
@@ -1106,7 +1106,7 @@ def mount(args, role, files, dry, head, board, cfg):
             ":/board.json",
         )
         if cfg is not None:
-            cfg_path = _write_config(cfg)
+            cfg_path = _write_config(cfg) if not dry else os.path.join(stage, "config.json")
             cp += [
                 "+",
                 "fs",
