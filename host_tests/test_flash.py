@@ -305,3 +305,9 @@ def test_every_role_has_a_complete_dry_run(role):
     for _, dest in files["data"]:
         assert dest in out, "%s is not copied in the dry run" % dest
     assert "soft-reset into main.py" in out, out
+
+
+def test_master_options_are_refused_for_an_organ():
+    r = run_flash("led", "--port", "/dev/ttyACM7", "--wifi-ssid", "Net", "--dry-run")
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert "are for the master" in r.stderr, r.stderr
