@@ -2,7 +2,11 @@
 
 PROTOCOL = 3
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+# Sub-schemas every action branch shares (one object each: the menu lives in a small heap).
 _ID = {"type": "string", "minLength": 1, "maxLength": 15}
+_PRIORITY = {"type": "integer", "minimum": 0, "maximum": 9}
+_DEPENDS = {"type": "array", "items": _ID}
+_STEP_KEYS = ["task_id", "action", "params", "priority", "depends_on"]
 
 
 def menu_capability(cap, module_id):
@@ -58,10 +62,10 @@ def _step_schema(cap):
                 "required": names,
                 "additionalProperties": False,
             },
-            "priority": {"type": "integer", "minimum": 0, "maximum": 9},
-            "depends_on": {"type": "array", "items": _ID},
+            "priority": _PRIORITY,
+            "depends_on": _DEPENDS,
         },
-        "required": ["task_id", "action", "params", "priority", "depends_on"],
+        "required": _STEP_KEYS,
         "additionalProperties": False,
     }
 
