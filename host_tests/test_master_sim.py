@@ -236,3 +236,15 @@ def test_one_port_mode_says_so(tmp_path):
         assert st["note"] == boot["note"], st
     finally:
         m.stop()
+
+
+def test_link_steady_state_allocates_nothing():
+    # master/link.py on the unix port over a simulated UART: heartbeats and repeated
+    # DESCRIPTORs (each ACKed) through the asyncio reader, GC off, heap counted
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    import bench_master
+
+    r = bench_master._link_heap(200)
+    assert "error" not in r, r
+    assert r["link_acks_sent"] >= 40, r
+    assert r["link_heap_bytes_per_frame"] == 0, r
