@@ -1,17 +1,18 @@
 # Benchmarks on the MicroPython unix port: protocol-core figures plus each area's tools/bench_<area>.py.
 #
-#   python tools/bench.py [core|master|body|voice|all]     (default: core)
+#   python tools/bench.py [core|master|body|voice|organ|AREA|all]     (default: core)
 #
 # Human-readable figures go first; the LAST line is one JSON object merging every area's figures.
 # CPython orchestrates: the core and every area module run on the unix port (one process per
 # area, launched with the project's import path), except an area module that says
-# `CPYTHON = True` at top level, which CPython imports and runs itself (sockets, threads,
-# subprocesses). An area module has run() -> dict and prints its own figures. A missing or
+# `CPYTHON = True` at top level or imports threading, subprocess, argparse or statistics there
+# (a host program), which CPython imports and runs itself. An area module has run() -> dict and prints its own figures. A missing or
 # failing area is reported (missing_areas / failed_areas), never faked; the exit status is then 1.
 # `micropython tools/bench.py AREA` runs everything in that one process instead.
 import sys
 
-AREAS = ("core", "master", "body", "voice")
+AREAS = ("core", "master", "body", "voice", "organ")  # `all` also takes any other bench_*.py
+_HOST_ONLY = ("threading", "subprocess", "argparse", "statistics")
 LINE_RATE = 23040  # two links at 115200 8N1: 2 * 11520 B/s
 MP = sys.implementation.name == "micropython"
 
@@ -337,7 +338,22 @@ def _wants_cpython(area):
         for line in f:
             if line.startswith("CPYTHON = True"):
                 return True
+            if line.startswith("import ") or line.startswith("from "):
+                name = line.split()[1].split(".")[0].rstrip(",")
+                if name in _HOST_ONLY:
+                    return True
     return False
+
+
+def _all_areas():
+    import os
+
+    found = []
+    for name in os.listdir(TOOLS):
+        if name.startswith("bench_") and name.endswith(".py"):
+            found.append(name[6:-3])
+    rest = sorted(a for a in found if a not in AREAS)
+    return AREAS + tuple(rest)
 
 
 def run_here(area):
@@ -349,6 +365,8 @@ def run_here(area):
     if MP and _wants_cpython(area):
         raise RuntimeError("bench_%s.py says CPYTHON = True: run python tools/bench.py" % area)
     mod = __import__("bench_" + area)
+    if not hasattr(mod, "run"):
+        raise AttributeError("tools/bench_%s.py has no run() -> dict" % area)
     figures = mod.run()
     if not isinstance(figures, dict):
         raise TypeError("bench_%s.run() returned %s, not a dict" % (area, type(figures)))
@@ -409,10 +427,10 @@ def main(argv):
         print(to_json(figures))
         return 0
     want = argv[1] if len(argv) > 1 else "core"
-    if want not in AREAS + ("all",):
-        print("bench: unknown area %r (core, master, body, voice, all)" % want)
+    if want not in AREAS + ("all",) and not _module_exists(want):
+        print("bench: unknown area %r (core, %s, all)" % (want, ", ".join(_all_areas()[1:])))
         return 2
-    areas = AREAS if want == "all" else (want,)
+    areas = _all_areas() if want == "all" else (want,)
     result = {}
     missing = []
     failed = []
