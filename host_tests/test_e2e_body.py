@@ -158,7 +158,7 @@ def scenario_fault_storm(out):
         for name in ("led", "speaker"):
             c = b.cable(name)
             taps[name] = (Tap(c.ab), Tap(c.ba))  # reached the organ / reached the master
-            c.set_faults(flip=1e-3, drop=1e-3, split=name == "speaker")
+            c.set_faults(flip=1e-3, drop=3e-3, split=name == "speaker")
         stop = threading.Event()
 
         def junk():
