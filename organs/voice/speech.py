@@ -317,7 +317,7 @@ class Speech:
                         a_v = av + 6
                 if k < asp:
                     a_v = 0
-                    a_h = 56
+                    a_h = 50
                     bw[0] = 250
                 elif asp and k == asp:
                     bw[0] = f[base + P.B1] * BWS // 100
