@@ -121,11 +121,19 @@ class Synth:
         self._fast = viper and _viper_render is not None
         self._par_on = 0
         self._quiet = 0
+        self._memo = array("i", bytes(4 * 3 * NCO))
+        for k in range(0, 3 * NCO, 3):
+            self._memo[k] = -1  # no frequency seen yet
 
     def _reson(self, k, f, bw, norm=True):
         top = self.rate * 45 // 100  # keep every resonance below Nyquist at low rates
         if f > top:
             f = top
+        memo = self._memo  # per coefficient slot: last f, last bw, last A
+        if memo[3 * k] == f and memo[3 * k + 1] == bw:
+            return memo[3 * k + 2]  # unchanged since the last frame: co[] still holds it
+        memo[3 * k] = f
+        memo[3 * k + 1] = bw
         bi = bw // 10
         if bi < 1:
             bi = 1
@@ -142,6 +150,7 @@ class Synth:
         else:
             co[k] = b
             co[k + 1] = c
+        memo[3 * k + 2] = 4096 - b - c
         return 4096 - b - c
 
     def set_frame(self, f0, av, ah, af, fr, bw, fnp, fnz, par):
