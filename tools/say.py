@@ -6,18 +6,11 @@
 import struct
 import sys
 
-try:
-    _ROOT = __file__.rsplit("/", 2)[0] if "/" in __file__ else "."
-    if _ROOT.endswith("tools"):
-        _ROOT = _ROOT[:-5] or "."
-except NameError:
-    _ROOT = "."
-if __file__.count("/") == 1:
-    _ROOT = __file__.split("/")[0].rsplit("tools", 1)[0] or "."
-for _p in (_ROOT + "/tools/shim", _ROOT):
-    if sys.implementation.name != "micropython" or _p == _ROOT:
-        if _p not in sys.path:
-            sys.path.insert(0, _p)
+_i = __file__.rfind("/")
+_ROOT = (__file__[:_i] if _i > 0 else ".") + "/.."  # tools/.. is the repository root
+if sys.implementation.name != "micropython":
+    sys.path.insert(0, _ROOT + "/tools/shim")  # CPython stand-in for `micropython`
+sys.path.insert(0, _ROOT)
 
 from organs.voice import Speech  # noqa: E402
 
@@ -65,7 +58,11 @@ def main(argv):
             out = argv[i + 1]
             i += 1
         elif a == "--rate" and i + 1 < len(argv):
-            rate = int(argv[i + 1])
+            try:
+                rate = int(argv[i + 1])
+            except ValueError:
+                print("say.py: --rate needs an integer, got %r" % argv[i + 1])
+                return 2
             i += 1
         elif a == "--pure":
             viper = False
@@ -77,7 +74,11 @@ def main(argv):
     if text is None or out is None:
         print(USAGE)
         return 2
-    n = say(text, out, rate, viper)
+    try:
+        n = say(text, out, rate, viper)
+    except (ValueError, OSError) as e:
+        print("say.py: %s" % e)
+        return 2
     print("%s: %d samples, %.2f s at %d Hz" % (out, n, n / rate, rate))
     return 0
 
