@@ -346,3 +346,20 @@ def test_uart_listen_mode_accepts_the_other_end(tmp_path):
     finally:
         p.kill()
         p.wait()
+
+
+def test_i2s_takes_of_a_rebooted_board_do_not_overwrite_earlier_ones(tmp_path):
+    out = tmp_path / "audio"
+    for _ in range(2):
+        r = run_mp(
+            """
+            import machine
+            i2s = machine.I2S(0, mode=machine.I2S.TX, bits=16, format=machine.I2S.MONO, rate=8000, ibuf=1600)
+            i2s.write(bytearray(160))
+            print("done")
+            """,
+            {"ORGANBUS_SIM_WAV": str(out)},
+            tmp=str(tmp_path),
+        )
+        assert "done" in r.stdout, r.stdout + r.stderr
+    assert sorted(os.listdir(out)) == ["i2s0_001.wav", "i2s0_002.wav"], os.listdir(out)

@@ -151,7 +151,6 @@ class BoardProc:
             self.stopping = False
             self.exit_code = None
             self.boots += 1
-            err = open(self.stderr_path, "a")
             self.proc = subprocess.Popen(
                 cmd,
                 cwd=self.board_dir,
@@ -164,7 +163,6 @@ class BoardProc:
                 # whose simulator died sees EOF on its cable and exits
                 start_new_session=True,
             )
-            err.close()
             proc = self.proc
         self._emit({"event": "started", "pid": proc.pid, "boot": self.boots})
         threading.Thread(target=self._read_stdout, args=(proc,), daemon=True).start()
@@ -296,10 +294,13 @@ class Body:
         on_event=None,
         organs=("led", "speaker"),
     ):
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        self.out_dir = os.path.abspath(
-            out_dir or os.path.join(ROOT, "sim-out", "%s-%d" % (stamp, os.getpid()))
-        )
+        if out_dir is None:
+            base = os.path.join(ROOT, "sim-out", time.strftime("%Y%m%d-%H%M%S-") + str(os.getpid()))
+            out_dir, k = base, 1
+            while os.path.exists(out_dir):
+                k += 1
+                out_dir = "%s-%d" % (base, k)
+        self.out_dir = os.path.abspath(out_dir)
         os.makedirs(self.out_dir, exist_ok=True)
         self.external = dict(external or {})
         self.heap = heap

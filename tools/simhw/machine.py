@@ -531,7 +531,13 @@ class I2S(io.IOBase):
                 os.mkdir(dest)
             except OSError:
                 pass
-            self._path = "%s/i2s%d_%03d.wav" % (dest, self.id, self._take)
+            while True:  # a rebooted board keeps the takes of its earlier lives
+                self._path = "%s/i2s%d_%03d.wav" % (dest, self.id, self._take)
+                try:
+                    os.stat(self._path)
+                except OSError:
+                    break
+                self._take += 1
             self._f = open(self._path, "wb")
             self._nbytes = 0
             _wav_header(self._hdr, self.rate, 0)
