@@ -144,3 +144,18 @@ def test_rate_is_checked():
         assert "rate" in str(e), "the error should name the rate: %s" % e
     else:
         assert False, "a 1000 Hz rate must be refused"
+
+
+def test_stop_before_start_and_queued_jobs_are_light():
+    import gc
+
+    gc.collect()
+    before = gc.mem_alloc() if hasattr(gc, "mem_alloc") else 0
+    jobs = [Speech("Queued job number %d is waiting." % i) for i in range(4)]
+    gc.collect()
+    if hasattr(gc, "mem_alloc"):
+        per_job = (gc.mem_alloc() - before) // 4
+        assert per_job < 1024, "a queued job should hold little more than its text: %d" % per_job
+    jobs[0].stop()
+    assert jobs[0].fill(bytearray(512)) == 0, "a job stopped before it started says nothing"
+    assert jobs[1].fill(bytearray(512)) == 512, "the others still speak"

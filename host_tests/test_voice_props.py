@@ -40,8 +40,8 @@ class _Counting(klatt.Synth):
 
 def _run_frames(text):
     job = Speech(text)
-    syn = job._syn
-    syn.__class__ = _Counting
+    job._start()  # what the first fill() does; then swap in the counting synthesizer
+    job._syn.__class__ = _Counting
     buf = bytearray(1024)
     total = 0
     while True:

@@ -4,12 +4,12 @@
 # byte count (0 when finished); stop() ends it at once. RAM: one clause's phoneme plan
 # and the synthesizer's two small arrays; the utterance never exists as audio in RAM.
 
-from array import array
+import os
 
 from . import phonemes as P
 from . import prosody
 from .klatt import FRAME, Synth
-from .lts import Pronouncer
+from .lts import LEXICON, RULES, WORDS, Pronouncer
 from .text import clauses
 
 _SIL = prosody._SIL
@@ -63,11 +63,23 @@ class Speech:
             raise ValueError("rate must be an int from 8000 to 22050 Hz, got %r" % (rate,))
         if not P.CODES:
             raise OSError("voice data missing: phonemes.dat (run tools/voice_data.py)")
+        for path in (LEXICON, WORDS, RULES):
+            os.stat(path)  # OSError now, naming the file, rather than silence later
+        # A queued job holds only its text; the working state (about 4 KB and three open
+        # files) exists from the first fill() until the job finishes or is stopped.
         self.rate = rate
-        self._syn = Synth(rate, viper)
+        self._text = text
+        self._viper = viper
+        self._syn = None
+        self._pr = None
+        self._done = False
+
+    def _start(self):
+        self._syn = Synth(self.rate, self._viper)
         self._syn.set_gain(_GAIN)
         self._pr = Pronouncer()
-        self._clauses = clauses(text, self._pr.words)
+        self._clauses = clauses(self._text, self._pr.words)
+        self._text = None
         self._next = None
         self._cur = None
         self._w0 = 0
@@ -75,7 +87,6 @@ class Speech:
         self._first = True
         self._frames = None
         self._left = 0
-        self._done = False
         self._fr = [0] * 5
         self._bw = [0] * 5
         self._par = [0] * 6
@@ -91,6 +102,8 @@ class Speech:
         self._done = True
         self._frames = None
         self._clauses = None
+        self._cl = None
+        self._text = None
         if self._pr is not None:
             self._pr.close()
             self._pr = None
@@ -99,6 +112,13 @@ class Speech:
         """Render the next block into buf (bytearray, even length); bytes written, 0 at end."""
         if self._done:
             return 0
+        if self._syn is None:
+            try:
+                self._start()
+            except Exception as e:  # noqa: BLE001 - a voice must never crash the organ
+                _report(e)
+                self._finish()
+                return 0
         n = len(buf) // 2
         pos = 0
         syn = self._syn
