@@ -514,3 +514,13 @@ def test_decode_command_checks_the_name():
     p = command.encode_command("led_blonk", [3, 250])
     _err(command.decode_command, "another capability's name", p, len(p), BLINK)
     _err(command.decode_command, "empty payload", b"", 0, BLINK)
+
+
+def test_f32_max_bound_is_legal():
+    import struct
+
+    top = struct.unpack(">f", b"\x7f\x7f\xff\xff")[0]
+    p = {"name": "level", "type": "float", "min": -top, "max": top, "unit": ""}
+    first = descriptor.encode_descriptor(_desc([_cap("dial", [p])]))
+    d = descriptor.decode_descriptor(first)
+    assert descriptor.encode_descriptor(d) == first, "the largest f32 is a legal bound"

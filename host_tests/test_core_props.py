@@ -10,6 +10,11 @@ from crc16 import crc16_pure
 
 COUNTERS = frame.COUNTER_NAMES
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+CODEC_SETTINGS = settings(
+    max_examples=80,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
 
 # examples run, decoded frames that were not sent (verified collisions)
 STATS = {"junk_examples": 0, "collisions": 0, "frames_checked": 0}
@@ -347,3 +352,190 @@ def test_decoder_matches_reference_model(events):
     ref.flush()
     assert [(t, p) for t, p, _ in s.got] == ref.frames, "frames differ after the end"
     assert s.dec.counters() == ref.c, "counters differ:\n%r\n%r" % (s.dec.counters(), ref.c)
+
+
+# ---- codecs: round trips, and any bytes get a reason, never a crash
+
+import math  # noqa: E402
+import struct  # noqa: E402
+
+import command  # noqa: E402
+import descriptor  # noqa: E402
+
+lower = "abcdefghijklmnopqrstuvwxyz"
+ident = st.builds(
+    lambda a, b: a + b,
+    st.sampled_from(lower),
+    st.text(alphabet=lower + "0123456789_", max_size=14),
+)
+f32s = st.floats(width=32, allow_nan=False, allow_infinity=False)
+
+
+@st.composite
+def params_st(draw):
+    out = []
+    names = draw(st.lists(ident, unique=True, max_size=6))
+    text_at = len(names) - 1 if names and names[-1] == "text" else -1
+    for i, name in enumerate(names):
+        if name == "text" and i != text_at:
+            continue
+        if i == text_at:
+            lo = draw(st.integers(0, 240))
+            out.append(
+                {
+                    "name": "text",
+                    "type": "string",
+                    "min": lo,
+                    "max": draw(st.integers(lo, 240)),
+                    "unit": "",
+                }
+            )
+            continue
+        kind = draw(st.sampled_from(["int", "float", "bool"]))
+        if kind == "bool":
+            lo, hi = draw(st.sampled_from([(0, 0), (0, 1), (1, 1)]))
+        elif kind == "int":
+            lo = draw(st.integers(-(2**20), 2**20))
+            hi = draw(st.integers(lo, 2**21))
+        else:
+            a, b = draw(f32s), draw(f32s)
+            lo, hi = min(a, b), max(a, b)
+            lo, hi = lo + 0.0, hi + 0.0  # floats, -0.0 kept
+        unit = draw(st.text(max_size=3).filter(lambda u: len(u.encode()) <= 7))
+        out.append({"name": name, "type": kind, "min": lo, "max": hi, "unit": unit})
+    return out
+
+
+@st.composite
+def descriptor_st(draw):
+    caps = []
+    for name in draw(
+        st.lists(ident.filter(lambda n: len(n) <= 23), unique=True, min_size=1, max_size=8)
+    ):
+        exec_type = draw(st.sampled_from(descriptor.EXEC_TYPES))
+        caps.append(
+            {
+                "name": name,
+                "description": draw(
+                    st.text(min_size=1, max_size=20).filter(lambda d: 1 <= len(d.encode()) <= 63)
+                ),
+                "exec_type": exec_type,
+                "resource_group": draw(st.text(alphabet=lower + "_0123456789", max_size=15)),
+                "max_duration_ms": (
+                    0 if exec_type == "immediate" else draw(st.integers(0, 2**32 - 1))
+                ),
+                "params": draw(params_st()),
+            }
+        )
+    return {
+        "module_id": draw(
+            st.text(alphabet=lower + lower.upper() + "0123456789_", min_size=1, max_size=15)
+        ),
+        "module_type": draw(st.text(alphabet=lower + "0123456789_", min_size=1, max_size=15)),
+        "hw_version": draw(st.integers(0, 0xFFFF)),
+        "fw_version": draw(st.integers(0, 0xFFFF)),
+        "capabilities": caps,
+    }
+
+
+def _same_bound(a, b):
+    return struct.pack(">f", a) == struct.pack(">f", b)
+
+
+@CODEC_SETTINGS
+@given(descriptor_st())
+def test_descriptor_round_trip(d):
+    p = descriptor.encode_descriptor(d)
+    back = descriptor.decode_descriptor(p)
+    assert descriptor.encode_descriptor(back) == p, "decode then encode changed the bytes"
+    for c0, c1 in zip(d["capabilities"], back["capabilities"]):
+        for k in ("name", "description", "exec_type", "resource_group", "max_duration_ms"):
+            assert c0[k] == c1[k], k
+        for p0, p1 in zip(c0["params"], c1["params"]):
+            assert (
+                p0["name"] == p1["name"] and p0["type"] == p1["type"] and p0["unit"] == p1["unit"]
+            )
+            assert _same_bound(p0["min"], p1["min"]) and _same_bound(p0["max"], p1["max"]), (p0, p1)
+
+
+@CODEC_SETTINGS
+@given(
+    st.one_of(st.binary(max_size=300), descriptor_st().map(descriptor.encode_descriptor)), st.data()
+)
+def test_any_bytes_decode_or_get_a_reason(payload, data):
+    # mutate a valid payload a little, or take random bytes: a dict or a DescriptorError
+    b = bytearray(payload)
+    for _ in range(data.draw(st.integers(0, 3))):
+        if b:
+            i = data.draw(st.integers(0, len(b) - 1))
+            b[i] = data.draw(st.integers(0, 255))
+    try:
+        d = descriptor.decode_descriptor(bytes(b))
+    except descriptor.DescriptorError as e:
+        assert str(e), "a refusal carries its reason"
+        return
+    assert descriptor.encode_descriptor(d) == bytes(b), "an accepted payload re-encodes to itself"
+
+
+@CODEC_SETTINGS
+@given(st.binary(max_size=60), descriptor_st())
+def test_any_command_bytes_get_a_reason(payload, d):
+    try:
+        name = command.command_name(payload, len(payload))
+    except command.CommandError:
+        return
+    for cap in d["capabilities"]:
+        try:
+            values, text = command.decode_command(payload, len(payload), cap)
+        except command.CommandError:
+            continue
+        assert name == cap["name"], "decoded against another capability's name"
+        assert command.encode_command(name, values, text) == payload, "decode/encode round trip"
+    try:
+        command.decode_event(payload, len(payload))
+    except command.CommandError:
+        pass
+
+
+@CODEC_SETTINGS
+@given(descriptor_st(), st.data())
+def test_commands_round_trip_and_clamp(d, data):
+    cap = data.draw(st.sampled_from(d["capabilities"]))
+    values = []
+    text = None
+    for p in cap["params"]:
+        if p["type"] == "string":
+            text = data.draw(st.text(max_size=80).filter(lambda t: len(t.encode()) <= 255))
+        else:
+            values.append(data.draw(st.floats(width=32, allow_nan=False)))
+    payload = command.encode_command(cap["name"], values, text)
+    got, got_text = command.decode_command(payload, len(payload), cap)
+    assert list(got) == values and got_text == text, "COMMAND round trip"
+    nums = [p for p in cap["params"] if p["type"] != "string"]
+    for p, x in zip(nums, got):
+        v = command.clamp_value(p, x)
+        if p["type"] == "bool":
+            assert v is (min(max(x, p["min"]), p["max"]) >= 0.5)
+        elif p["type"] == "int":
+            c = min(max(x, p["min"]), p["max"])
+            assert isinstance(v, int) and abs(v - c) <= 0.5, (p, x, v)
+            if abs(v - c) == 0.5:
+                assert abs(v) > abs(c), "a half rounds away from zero: %r -> %r" % (c, v)
+        else:
+            assert p["min"] <= v <= p["max"], (p, x, v)
+    if text is not None:
+        b = text.encode()
+        limit = data.draw(st.integers(0, 240))
+        k = command.truncate_utf8(b, len(b), limit)
+        assert k <= limit or k == len(b) <= limit, (k, limit)
+        b[:k].decode()  # a character boundary
+        if k < len(b):
+            assert k + 1 > limit or not _boundary(b, k + 1), "not the largest cut"
+
+
+def _boundary(b, k):
+    try:
+        b[:k].decode()
+        return True
+    except UnicodeDecodeError:
+        return False

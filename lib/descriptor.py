@@ -10,6 +10,7 @@ MAX_CAPABILITIES = 8
 MAX_PARAMS = 6
 MAX_TEXT = 240
 F32_MAX = 3.4028234663852886e38
+_F32_OVERFLOW = 3.4028235677973366e38  # halfway to 2**128: from here on an f32 is inf
 
 
 class DescriptorError(ValueError):
@@ -151,7 +152,7 @@ def validate_descriptor(d):
             lo, hi = p["min"], p["max"]
             if not (_finite(lo) and _finite(hi)):
                 raise DescriptorError("%s: min %r and max %r must be finite" % (pat, lo, hi))
-            if abs(lo) > F32_MAX or abs(hi) > F32_MAX:
+            if abs(lo) >= _F32_OVERFLOW or abs(hi) >= _F32_OVERFLOW:
                 raise DescriptorError("%s: min %r or max %r does not fit an f32" % (pat, lo, hi))
             if lo > hi:
                 raise DescriptorError("%s: min %r is greater than max %r" % (pat, lo, hi))
