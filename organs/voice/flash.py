@@ -5,10 +5,26 @@
 
 REC = 32
 
-try:
-    HERE = __file__.rsplit("/", 1)[0] if "/" in __file__ else "."
-except NameError:  # frozen into firmware: the data files live beside the installed package
-    HERE = "/lib/organs/voice"
+
+def _here():
+    """Where the data files are: beside this module, else /lib/organs/voice (a frozen
+    module's __file__ is its path inside the firmware, not on the filesystem)."""
+    import os
+
+    try:
+        d = __file__.rsplit("/", 1)[0] if "/" in __file__ else "."
+    except NameError:
+        d = "."
+    for cand in (d, "/lib/organs/voice"):
+        try:
+            os.stat(cand + "/lexicon.dat")
+            return cand
+        except OSError:
+            pass
+    return d
+
+
+HERE = _here()
 
 
 class Records:
