@@ -1193,7 +1193,6 @@ def run_board(argv):
     board_specs = {}
     for n, spec in uarts.items():
         if args.no_pace:
-            mode, host, port = bus.parse_spec(spec)
             board_specs[n] = spec
         else:
             c = bus.Cable("uart%d" % n, "listen:127.0.0.1:0", spec).start()
@@ -1266,8 +1265,8 @@ def main(argv=None):
         return run_board(argv[1:])
     p = argparse.ArgumentParser(
         prog="sim.py",
-        description=__doc__.split("\n\n")[0],
-        epilog="tools/sim.py board --help: one board alone.",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--plan", help="run the plan in FILE, print the report JSON, stop")
     p.add_argument("--script", help="run the console lines in FILE, stop")
