@@ -529,8 +529,8 @@ def test_commands_round_trip_and_clamp(d, data):
         k = command.truncate_utf8(b, len(b), limit)
         assert k <= limit or k == len(b) <= limit, (k, limit)
         b[:k].decode()  # a character boundary
-        if k < len(b):
-            assert k + 1 > limit or not _boundary(b, k + 1), "not the largest cut"
+        for j in range(k + 1, min(limit, len(b)) + 1):
+            assert not _boundary(b, j), "cut at %d, but %d <= %d is a boundary too" % (k, j, limit)
 
 
 def _boundary(b, k):
