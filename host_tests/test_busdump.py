@@ -415,3 +415,37 @@ def test_json_strings_escape_like_json():
         "\u00e9\u597d\U0001f600",
     ):
         assert json.loads(busdump.to_json(s)) == s, "string %r does not survive" % s
+
+
+def test_serial_port_live(tmp_path):
+    # a pseudo-terminal stands in for the USB-UART bridge: lines come out as frames arrive
+    import select
+    import signal
+    import time
+
+    master, slave = os.openpty()
+    port = os.ttyname(slave)
+    p = subprocess.Popen(
+        [sys.executable, TOOL, "--port", port, "--baud", "115200"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=_env(),
+    )
+    try:
+        time.sleep(0.5)
+        os.write(master, bytes.fromhex("00aa0303000060f055aa0311000100ac6455"))
+        ready, _, _ = select.select([p.stdout], [], [], 10)
+        assert ready, "no line within 10 s of the frames: lines must be flushed as they come"
+        time.sleep(0.2)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=10)
+    finally:
+        if p.poll() is None:
+            p.kill()
+        os.close(master)
+        os.close(slave)
+    assert p.returncode == 0, err.decode()
+    lines = [json.loads(x) for x in out.decode().splitlines()]
+    assert lines[0]["type"] == "HEARTBEAT" and isinstance(lines[0]["t_ms"], int), lines
+    assert lines[1]["type"] == "COMMAND_RESP" and lines[1]["status"] == 0, lines
+    assert lines[-1]["counters"]["frames"] == 2 and lines[-1]["counters"]["junk"] == 1, lines[-1]
