@@ -363,3 +363,42 @@ def test_i2s_takes_of_a_rebooted_board_do_not_overwrite_earlier_ones(tmp_path):
         )
         assert "done" in r.stdout, r.stdout + r.stderr
     assert sorted(os.listdir(out)) == ["i2s0_001.wav", "i2s0_002.wav"], os.listdir(out)
+
+
+def test_i2s_blocking_write_larger_than_its_buffer_is_paced(tmp_path):
+    r = run_mp(
+        """
+        import machine, time
+        i2s = machine.I2S(0, mode=machine.I2S.TX, bits=16, format=machine.I2S.MONO, rate=8000, ibuf=1600)
+        pcm = bytearray(8000)  # 0.5 s through a 0.1 s buffer, in one blocking write
+        t = time.ticks_ms()
+        print(i2s.write(pcm), i2s.write(pcm))
+        print("ms", time.ticks_diff(time.ticks_ms(), t))
+        """,
+        {"ORGANBUS_SIM_WAV": str(tmp_path / "a.wav")},
+        tmp=str(tmp_path),
+    )
+    assert r.stdout.splitlines()[0] == "8000 8000", r.stdout + r.stderr
+    ms = int(r.stdout.split("ms ")[1])
+    assert ms >= 850, "1 s of audio queued in %d ms through a 0.1 s buffer" % ms
+    with wave.open(str(tmp_path / "a.wav")) as w:
+        assert w.getnframes() == 8000, w.getnframes()
+
+
+def test_i2s_survives_ticks_wrapping_while_idle(tmp_path):
+    r = run_mp(
+        """
+        import machine, time
+        i2s = machine.I2S(0, mode=machine.I2S.TX, bits=16, format=machine.I2S.MONO, rate=8000, ibuf=1600)
+        i2s.write(bytearray(160))
+        # what a 10-minute pause looks like after ticks_us wrapped: the old end seems far ahead
+        i2s._end_us = time.ticks_add(time.ticks_us(), 300000000)
+        t = time.ticks_ms()
+        i2s.write(bytearray(160))
+        print("ms", time.ticks_diff(time.ticks_ms(), t))
+        """,
+        {"ORGANBUS_SIM_WAV": str(tmp_path / "audio")},
+        tmp=str(tmp_path),
+    )
+    assert "ms" in r.stdout and int(r.stdout.split("ms ")[1]) < 100, r.stdout + r.stderr
+    assert sorted(os.listdir(tmp_path / "audio")) == ["i2s0_001.wav", "i2s0_002.wav"]

@@ -488,6 +488,9 @@ class I2S(io.IOBase):
         self.rate = rate
         self.ibuf = ibuf
         self._end_us = time.ticks_us()  # when the queued audio finishes playing
+        # the queue never holds more than ibuf: an end further ahead than this is a stale
+        # end from before ticks_us wrapped around (unix port: every ~18 minutes)
+        self._cap_us = (ibuf // 2) * 1000000 // rate + 1000
         self._async = False
         self._hdr = bytearray(44)
         self._f = None
@@ -505,7 +508,7 @@ class I2S(io.IOBase):
 
     def _buffered(self, now):
         left = time.ticks_diff(self._end_us, now)
-        if left <= 0:
+        if left <= 0 or left > self._cap_us:
             return 0
         return (left * self.rate // 1000000) * 2
 
@@ -552,38 +555,43 @@ class I2S(io.IOBase):
             self._f.close()
             self._f = None
 
-    def _emit(self, buf, n):
-        if self._f is None:
-            return
-        self._f.write(buf if n == len(buf) else memoryview(buf)[:n])
-        self._nbytes += n
-        _wav_header(self._hdr, self.rate, self._nbytes)
-        self._f.seek(0)
-        self._f.write(self._hdr)
-        self._f.seek(0, 2)
+    def _queue(self, buf, off, n, now):
+        if self._f is not None:
+            self._f.write(buf if off == 0 and n == len(buf) else memoryview(buf)[off : off + n])
+            self._nbytes += n
+            _wav_header(self._hdr, self.rate, self._nbytes)
+            self._f.seek(0)
+            self._f.write(self._hdr)
+            self._f.seek(0, 2)
+        start = self._end_us if self._buffered(now) > 0 else now
+        self._end_us = time.ticks_add(start, (n // 2) * 1000000 // self.rate)
+        self.total_bytes += n
 
     def write(self, buf):
         n = len(buf) & ~1
         if n == 0:
             return 0
         now = time.ticks_us()
-        if time.ticks_diff(now, self._end_us) > self.TAKE_GAP_MS * 1000 or self._take == 0:
+        idle = time.ticks_diff(now, self._end_us)
+        if idle > self.TAKE_GAP_MS * 1000 or idle < -self._cap_us or self._take == 0:
             self._open_take()
-        room = self.ibuf - self._buffered(now)
-        if self._async:
+        room = (self.ibuf - self._buffered(now)) & ~1
+        if self._async:  # asyncio mode: queue what fits, say how much
             if room < 2:
                 return None
-            if n > room:
-                n = room & ~1
-        else:
-            while room < n and room < self.ibuf:  # blocking: wait until it all fits
-                time.sleep_ms(max(1, (n - room) * 1000 // (self.rate * 2)))
-                now = time.ticks_us()
-                room = self.ibuf - self._buffered(now)
-        self._emit(buf, n)
-        start = self._end_us if time.ticks_diff(self._end_us, now) > 0 else now
-        self._end_us = time.ticks_add(start, (n // 2) * 1000000 // self.rate)
-        self.total_bytes += n
+            k = n if n <= room else room
+            self._queue(buf, 0, k, now)
+            return k
+        off = 0  # blocking mode: returns when everything is queued
+        while off < n:
+            if room < 2:
+                time.sleep_ms(max(1, (n - off) * 1000 // (self.rate * 2) // 4))
+            else:
+                k = n - off if n - off <= room else room
+                self._queue(buf, off, k, now)
+                off += k
+            now = time.ticks_us()
+            room = (self.ibuf - self._buffered(now)) & ~1
         return n
 
     def readinto(self, buf):
