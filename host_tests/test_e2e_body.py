@@ -329,8 +329,14 @@ SCENARIOS = {
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
+def runs(request, tmp_path_factory):
     out = str(tmp_path_factory.mktemp("e2e"))
+    # only the scenarios of the tests selected in this session (pytest -k ...)
+    selected = {
+        TESTS[item.name]
+        for item in request.session.items
+        if item.module is request.module and item.name in TESTS
+    }
     pool = ThreadPoolExecutor(max_workers=len(SCENARIOS))
 
     def guarded(fn):
@@ -341,7 +347,7 @@ def runs(tmp_path_factory):
         except Exception:
             return ("error", traceback.format_exc())
 
-    futs = {name: pool.submit(guarded, fn) for name, fn in SCENARIOS.items()}
+    futs = {name: pool.submit(guarded, fn) for name, fn in SCENARIOS.items() if name in selected}
     yield futs, out
     pool.shutdown(wait=True)
 
@@ -351,6 +357,17 @@ def _verdict(runs, name):
     kind, value = futs[name].result(timeout=150)
     assert kind == "ok", "%s: %s (logs in %s)" % (name, value, os.path.join(out, name))
     return value
+
+
+TESTS = {
+    "test_boot_organs_before_master": "organs_first",
+    "test_boot_master_before_organs": "master_first",
+    "test_boot_organ_joins_mid_run": "organ_mid_run",
+    "test_unplug_offline_at_15s_and_replug": "unplug_replug",
+    "test_master_restart_rebuilds_menu": "master_restart",
+    "test_fault_storm_reports_stay_truthful": "fault_storm",
+    "test_blink_and_audio_plan": "blink_and_audio",
+}
 
 
 def test_boot_organs_before_master(runs):
