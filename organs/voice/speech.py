@@ -13,6 +13,7 @@ from .lts import LEXICON, RULES, WORDS, Pronouncer
 from .text import clauses
 
 _SIL = prosody._SIL
+_L = P.CODES.find("l")
 BWS = 60
 _F4, _F5, _B4, _B5 = 3300, 3850, 250, 200
 _FNP = 270
@@ -200,6 +201,10 @@ class Speech:
             out[off] = f[base + P.F1]
             out[off + 1] = f[base + P.F2]
             out[off + 2] = f[base + P.F3]
+        if c == _L and i > 0 and cl.ph[i - 1] != _SIL and P.PARAMS[cl.ph[i - 1] * P.NFIELD] & 1:
+            j = i + 1
+            if j >= cl.n or cl.ph[j] == _SIL or not P.PARAMS[cl.ph[j] * P.NFIELD] & 1:
+                out[off + 1] = 850  # dark /l/ after a vowel ("hall", "almost")
         if kind & P.VELAR:
             # velar place moves with the vowel beside it ("velar pinch" of F2 and F3)
             j = i + 1 if i + 1 < cl.n and cl.ph[i + 1] != _SIL else i - 1
@@ -356,7 +361,10 @@ class Speech:
                 else:
                     par[0] = par[1] = par[2] = par[3] = par[4] = 0
                 par[5] = par5
-                syn.set_frame(f0, a_v, a_h, a_f, fr, bw, _FNP, fnz, par)
+                z = fnz
+                if kind & P.VOWEL and nkind & P.NASAL and 3 * k >= 2 * n:
+                    z = 450  # the vowel's last third nasalized before a nasal
+                syn.set_frame(f0, a_v, a_h, a_f, fr, bw, _FNP, z, par)
                 t += 1
                 yield
 
