@@ -217,6 +217,9 @@ class End:
             s = self._attach()
             if s is None:
                 continue
+            if self.closed:
+                s.close()
+                return
             with self.lock:
                 self.sock = s
                 self.attachments += 1
