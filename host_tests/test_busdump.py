@@ -464,3 +464,81 @@ def test_serial_port_live(tmp_path):
         assert hb["type"] == "HEARTBEAT" and isinstance(hb["t_ms"], int), hb
         assert resp["type"] == "COMMAND_RESP" and resp["status"] == 0, resp
     assert c["frames"] == len(frames) and c["junk"] == len(frames) // 2, c
+
+
+def _random_capture(rnd):
+    sys.path.insert(0, os.path.join(ROOT, "lib"))
+    import command
+    import descriptor
+    import frame
+
+    floats = [struct.unpack(">f", struct.pack(">I", rnd.getrandbits(32)))[0] for _ in range(40)]
+    floats = [x for x in floats if x == x and abs(x) != float("inf")]
+    caps = []
+    for i in range(3):
+        lo, hi = sorted(rnd.sample(floats, 2))
+        caps.append(
+            {
+                "name": "dial%d" % i,
+                "description": rnd.choice(["Turn it \u2014 gently.", 'Say "x"\n', "\u597d"]),
+                "exec_type": "continuous",
+                "resource_group": "g",
+                "max_duration_ms": rnd.randrange(1 << 32),
+                "params": [
+                    {"name": "level", "type": "float", "min": lo, "max": hi, "unit": "\u00b0C"},
+                    {"name": "text", "type": "string", "min": 0, "max": 240, "unit": ""},
+                ],
+            }
+        )
+    desc = {"module_id": "X_1", "module_type": "x", "hw_version": 1, "fw_version": 2}
+    desc["capabilities"] = caps
+    texts = ["", "plain", "\u00c7a \u2014 \u597d \U0001f600", 'q"\\\n\t\x01', "x" * 200]
+    stream = [frame.encode(frame.DESCRIPTOR, descriptor.encode_descriptor(desc))]
+    for _ in range(150):
+        k = rnd.random()
+        if k < 0.3:
+            name = rnd.choice(["dial0", "dial1", "dial2", "mystery", "m2"])
+            vals = [rnd.choice(floats) for _ in range(rnd.randrange(3) if name[0] == "m" else 1)]
+            text = rnd.choice(texts + [None]) if name[0] == "m" else rnd.choice(texts)
+            stream.append(frame.encode(frame.COMMAND, command.encode_command(name, vals, text)))
+        elif k < 0.5:
+            stream.append(
+                frame.encode(frame.EVENT, command.encode_event(rnd.choice(["a", "dial1"]), 0))
+            )
+        elif k < 0.7:
+            stream.append(bytes(rnd.getrandbits(8) for _ in range(rnd.randrange(1, 12))))
+        elif k < 0.8:
+            f = bytearray(rnd.choice(stream[:1] + [frame.HEARTBEAT_FRAME, frame.RESP_OK_FRAME]))
+            f[rnd.randrange(len(f))] ^= 1 << rnd.randrange(8)
+            stream.append(bytes(f))
+        else:
+            stream.append(
+                rnd.choice([frame.HEARTBEAT_FRAME, frame.RESP_FAIL_FRAME, frame.ACK_FRAME])
+            )
+    data = b"".join(stream)
+    rows = []
+    t = 0
+    i = 0
+    while i < len(data):
+        n = rnd.randrange(1, 90)
+        t += rnd.choice([0, 0.125, 1, 3.5, 20, 49.999, 50, 75, 200])
+        forms = ["%.3f" % t] + (["%d" % t, "%de0" % t, "%de-1" % (t * 10)] if t == int(t) else [])
+        text = rnd.choice(forms)
+        rows.append((text, data[i : i + n].hex()))
+        i += n
+    return rows
+
+
+def test_random_captures_identical_on_both_interpreters(tmp_path):
+    rnd = random.Random(99)
+    for k in range(3):
+        path = tmp_path / ("r%d.jsonl" % k)
+        path.write_text(
+            "".join('{"t_ms": %s, "hex": "%s"}\n' % row for row in _random_capture(rnd))
+        )
+        a, b = run_cp([str(path)]), run_mp([str(path)])
+        assert a.returncode == 0 and b.returncode == 0, (a.stderr, b.stderr)
+        assert a.stdout == b.stdout, "random capture %d: the interpreters print different lines" % k
+        frames, c = _frames_and_counters(a)
+        _accounted(frames, c)
+        assert any("values" in f for f in frames), "the capture must exercise float printing"
