@@ -106,10 +106,12 @@ class RefDecoder:
             if self.fresh:
                 self.since = self.now
                 self.fresh = False
-            if len(p) < 5:
+            if len(p) < 2:
                 return
-            if p[1] != 3:
+            if p[1] != 3:  # refused as soon as VER is there
                 self.c["bad_version"] += 1
+            elif len(p) < 5:
+                return
             else:
                 n = (p[3] << 8) | p[4]
                 if n > 512:

@@ -509,3 +509,14 @@ def test_on_frame_exception_does_not_disturb_the_decoder():
     assert got[-1] == (4, b""), "the decoder goes on"
     c = dec.counters()
     assert c["frames"] == 4 and c["junk"] == 1 and c["bytes"] == 34, "counters %r" % c
+
+
+def test_bad_version_refused_at_once():
+    # "AA 00" at the end of a burst: refused when its VER byte comes, not after 50 ms of quiet
+    s = Sink()
+    s.dec.feed(b"\x01\xaa\x00", 0)
+    assert s.dec.pending() == 0, "nothing is held for a wrong VER"
+    _check_counts(s.dec, "early ver", bad_version=1, junk=3, abandoned=0)
+    s.dec.feed(b"\xaa", 1)
+    s.dec.feed(b"\x03", 2)
+    assert s.dec.pending() == 2, "AA 03 is a candidate until LEN says otherwise"
