@@ -132,8 +132,8 @@ class Decoder:
     """Reassembles frames from a byte stream; hands each legal frame to on_frame(ftype, payload, n).
 
     Buffer layout: _buf[0] is the SOF of the current candidate, _buf[0:_fill] the bytes
-    taken so far; _need is how many the candidate needs before the next check (2 for VER,
-    then 5 for LEN, then LEN + 8): a wrong VER is refused as soon as it arrives.
+    taken so far; _need is how many the candidate needs (5 until LEN is known). A wrong
+    VER is refused as soon as it is there, even when the header is still incomplete.
     `payload` is one fixed view of _buf[5:]: only its first n bytes belong to the frame,
     and only during the call.
 
@@ -152,7 +152,7 @@ class Decoder:
         for t in TYPE_NAMES if handled is None else handled:
             self._handled[t] = 1
         self._fill = 0
-        self._need = 2
+        self._need = 5
         self._last = 0
         self._since = 0
         self._now = 0
@@ -208,7 +208,7 @@ class Decoder:
                     return
                 buf[0] = SOF
                 self._fill = 1
-                self._need = 2
+                self._need = 5
                 self._since = now
                 i = j + 1
                 continue
@@ -220,6 +220,8 @@ class Decoder:
             i += k
             if self._fill >= self._need:
                 self._process()
+        if 1 < self._fill < 5:
+            self._process()  # the read ended inside a header: refuse a wrong VER now
 
     def idle(self, now):
         """The reader saw no byte (call it on every empty poll): apply the time rules."""
@@ -274,14 +276,14 @@ class Decoder:
             _copy(buf, 0, buf, j, fill - j)
             self._fill = fill - j
             self._since = self._now
-        self._need = 2
+        self._need = 5
 
     def _process(self):
         buf = self._buf
         while True:
             fill = self._fill
             if fill < 2:
-                self._need = 2
+                self._need = 5
                 return
             if buf[1] != VER:
                 self.bad_version += 1
@@ -315,7 +317,7 @@ class Decoder:
                                 self._error = e
                         if fill == need:
                             self._fill = 0
-                            self._need = 2
+                            self._need = 5
                             return
                         self._shift(need)
                         continue
