@@ -159,3 +159,15 @@ def test_stop_before_start_and_queued_jobs_are_light():
     jobs[0].stop()
     assert jobs[0].fill(bytearray(512)) == 0, "a job stopped before it started says nothing"
     assert jobs[1].fill(bytearray(512)) == 512, "the others still speak"
+
+
+def test_money_decimals_and_degrees():
+    w = _words("$1,000.50 and 1,234.5 km at 5\u00b0C")
+    assert w == [
+        (
+            ["one", "thousand", "dollars", "and", "fifty", "cents", "and", "one", "thousand"]
+            + ["two", "hundred", "thirty", "four", "point", "five", "kilometers", "at", "five"]
+            + ["degrees", "celsius"],
+            ".",
+        )
+    ], w

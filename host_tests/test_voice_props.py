@@ -8,6 +8,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from organs.voice import Speech, flash, klatt
+from organs.voice import speech as speech_mod
+from organs.voice import text as text_mod
 from support import ROOT, mpy_cross_exe, run_micropython
 
 sys.path.insert(0, os.path.join(ROOT, "tools"))
@@ -39,6 +41,19 @@ class _Counting(klatt.Synth):
 
 
 def _run_frames(text):
+    """Frames for the whole text; fails on any error the job or the normalizer swallowed."""
+    seen = []
+    speech_mod._report, saved_r = seen.append, speech_mod._report
+    text_mod.dropped, saved_d = (lambda tok, e: seen.append((tok, e))), text_mod.dropped
+    try:
+        n = _frames_of(text)
+    finally:
+        speech_mod._report, text_mod.dropped = saved_r, saved_d
+    assert not seen, "errors swallowed while speaking %r: %r" % (text, seen)
+    return n
+
+
+def _frames_of(text):
     job = Speech(text)
     job._start()  # what the first fill() does; then swap in the counting synthesizer
     job._syn.__class__ = _Counting

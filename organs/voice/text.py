@@ -190,8 +190,14 @@ def _number_token(tok, nxt, prev, T):
             w += _letter(low[0], T) + _letter("m", T)
             used = 1
         return w, used
-    if tok.count(".") == 1 and "," not in tok:
+    if tok.count(".") == 1 and _grouped(tok.split(".")[0]):
         whole, frac = tok.split(".")
+        whole = whole.replace(",", "")
+        if prev == "$" and len(frac) == 2:  # $4.50: dollars and cents
+            w = _integer(whole) + ["dollars"]
+            if frac != "00":
+                w += ["and"] + _integer(frac.lstrip("0")) + ["cents"]
+            return w, 0
         w = _integer(whole) + ["point"] + digits_words(frac[:8])
         return w + _unit(nxt, 2, T), (1 if _unit(nxt, 2, T) else 0)
     digits = tok.replace(",", "")
@@ -213,6 +219,17 @@ def _number_token(tok, nxt, prev, T):
     ):
         return year_words(int(digits)), 0
     return _integer(digits) + unit, (1 if unit else 0)
+
+
+def _grouped(s):
+    """Digits with optional thousands commas in the right places ("1,000")."""
+    parts = s.split(",")
+    if not parts[0] or len(parts[0]) > (3 if len(parts) > 1 else 99):
+        return False
+    for p in parts[1:]:
+        if len(p) != 3:
+            return False
+    return True
 
 
 def _integer(digits):
@@ -239,13 +256,18 @@ def _letter(c, T):
     return (T.get("l" + c) or "").split()
 
 
+def dropped(token, exc):
+    """Called when a token could not be turned into words (tests watch it)."""
+
+
 def clauses(text, T):
     """Yield (words, end) clauses for the text (T: the words.dat Records); never raises."""
     try:
         s = fold_ascii(text)
     except MemoryError:
         raise  # reported by the job; not a property of the text
-    except Exception:
+    except Exception as e:
+        dropped(text, e)
         s = ""
     # a window over the token stream: prev2 prev [t] nxt nn (no token list in RAM)
     it = _tokens(s)
@@ -261,7 +283,7 @@ def clauses(text, T):
                 w, used = _number_token(t, nxt, prev, T)
                 if prev == "-" and not prev2[:1].isalnum():
                     w = ["minus"] + w
-                if prev == "$":
+                if prev == "$" and "dollars" not in w:
                     w = w + ["dollars"]
                 words += w
             elif t[0].isalpha():
@@ -278,6 +300,8 @@ def clauses(text, T):
                 elif len(t) > 1 and t.isupper() and (len(t) < 4 or not _vowelish(t)):
                     for c in low:  # a short or vowelless acronym: spell it
                         words += _letter(c, T)
+                elif low in ("c", "f") and prev == "degrees":
+                    words.append("celsius" if low == "c" else "fahrenheit")
                 elif len(t) == 1 and t not in "aAI":
                     words += _letter(low, T)
                 else:
@@ -290,8 +314,8 @@ def clauses(text, T):
                 words += (T.get("s" + t) or "").split()
         except MemoryError:
             raise
-        except Exception:
-            pass  # an unspeakable token is dropped, the rest is still said
+        except Exception as e:
+            dropped(t, e)  # an unspeakable token is dropped, the rest is still said
         if len(words) >= MAX_WORDS:
             yield words, ","
             words = []
