@@ -140,7 +140,7 @@ def _durations(cl, rate, end, last):
             if i == 0:
                 ms = 40
             elif not last:
-                ms = 200 if end == "," else 320
+                ms = 150 if end == "," else 250
             else:
                 ms = 80
             cl.frames[i] = max(1, ms * fms // 1000000)
@@ -155,7 +155,7 @@ def _durations(cl, rate, end, last):
         pk = _kind(prv)
         if k & P.VOWEL:
             if fl & FINAL_SYL:
-                prc = prc * 140 // 100
+                prc = prc * 120 // 100
             else:
                 prc = prc * 85 // 100
             nv, last_syl = _word_vowels(cl, i)
