@@ -171,3 +171,18 @@ def test_money_decimals_and_degrees():
             ".",
         )
     ], w
+
+
+def test_missing_data_file_is_named():
+    from organs.voice import speech
+
+    saved = speech.RULES
+    speech.RULES = saved + ".missing"
+    try:
+        Speech("hello")
+    except OSError as e:
+        assert "rules.txt.missing" in str(e), "the error should name the file: %s" % e
+    else:
+        assert False, "a missing data file must be refused at construction"
+    finally:
+        speech.RULES = saved

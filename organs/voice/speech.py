@@ -14,7 +14,7 @@ from .text import clauses
 
 _SIL = prosody._SIL
 _L = P.CODES.find("l")
-BWS = 60
+BWS = 60  # percent of the table's formant bandwidths (narrower reads better)
 _F4, _F5, _B4, _B5 = 3300, 3850, 250, 200
 _FNP = 270
 
@@ -65,7 +65,10 @@ class Speech:
         if not P.CODES:
             raise OSError("voice data missing: phonemes.dat (run tools/voice_data.py)")
         for path in (LEXICON, WORDS, RULES):
-            os.stat(path)  # OSError now, naming the file, rather than silence later
+            try:
+                os.stat(path)  # fail now, naming the file, rather than go silent later
+            except OSError:
+                raise OSError("voice data missing: %s" % path)
         # A queued job holds only its text; the working state (about 4 KB and three open
         # files) exists from the first fill() until the job finishes or is stopped.
         self.rate = rate
