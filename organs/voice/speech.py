@@ -204,9 +204,9 @@ class Speech:
             out[off] = f[base + P.F1]
             out[off + 1] = f[base + P.F2]
             out[off + 2] = f[base + P.F3]
-        if c == _L and i > 0 and cl.ph[i - 1] != _SIL and P.PARAMS[cl.ph[i - 1] * P.NFIELD] & 1:
+        if c == _L and i > 0 and cl.ph[i - 1] != _SIL and f[cl.ph[i - 1] * P.NFIELD] & P.VOWEL:
             j = i + 1
-            if j >= cl.n or cl.ph[j] == _SIL or not P.PARAMS[cl.ph[j] * P.NFIELD] & 1:
+            if j >= cl.n or cl.ph[j] == _SIL or not f[cl.ph[j] * P.NFIELD] & P.VOWEL:
                 out[off + 1] = 850  # dark /l/ after a vowel ("hall", "almost")
         if kind & P.VELAR:
             # velar place moves with the vowel beside it ("velar pinch" of F2 and F3)
