@@ -186,3 +186,8 @@ def test_missing_data_file_is_named():
         assert False, "a missing data file must be refused at construction"
     finally:
         speech.RULES = saved
+
+
+def test_long_words_are_split_not_cut():
+    w = _words("a" + "bc" * 40)
+    assert [len(x) for x in w[0][0]] == [30, 30, 21], "81 letters in pieces of 30: %r" % w

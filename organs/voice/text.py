@@ -32,6 +32,7 @@ _SYMBOLS = "&+=@#*/<>"
 
 _CLAUSE_ENDS = ".,?!;:"
 MAX_WORDS = 24  # a clause longer than this is split (bounds per-clause RAM)
+MAX_LETTERS = 30  # longer letter runs are split (the rules see at most 38 letters)
 
 
 def _fold(o):
@@ -305,6 +306,9 @@ def clauses(text, T):
                 elif len(t) == 1 and t not in "aAI":
                     words += _letter(low, T)
                 else:
+                    while len(low) > MAX_LETTERS:  # a very long "word" is said in pieces
+                        words.append(low[:MAX_LETTERS])
+                        low = low[MAX_LETTERS:]
                     words.append(low)
             elif t in _CLAUSE_ENDS:
                 if words:
