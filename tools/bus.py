@@ -74,6 +74,7 @@ class Wire:
         self.counters = dict(
             sent=0, delivered=0, flipped=0, dropped=0, junk=0, splits=0, unplugged=0, no_receiver=0
         )
+        self.count_lock = threading.Lock()
         self.closed = False
         self.thread = threading.Thread(target=self._pace, name="wire-" + name, daemon=True)
         self.thread.start()
@@ -81,28 +82,28 @@ class Wire:
     def push(self, data, now=None, junk=False):
         now = time.monotonic() if now is None else now
         if not junk:
-            self.counters["sent"] += len(data)
+            self.count("sent", len(data))
             for tap in self.taps:
                 tap(now, bytes(data))
         if not self.cable.plugged:
-            self.counters["unplugged"] += len(data)
+            self.count("unplugged", len(data))
             return
         buf = bytearray(data)
         if junk:
-            self.counters["junk"] += len(buf)
+            self.count("junk", len(buf))
         elif self.drop_rate or self.flip_rate:
             out = bytearray()
             rnd = self.rng.random
             for b in buf:
                 if self.drop_rate and rnd() < self.drop_rate:
-                    self.counters["dropped"] += 1
+                    self.count("dropped", 1)
                     continue
                 if self.flip_rate:
                     # each of the 8 data bits flips with probability flip_rate
                     for bit in range(8):
                         if rnd() < self.flip_rate:
                             b ^= 1 << bit
-                            self.counters["flipped"] += 1
+                            self.count("flipped", 1)
                 out.append(b)
             buf = out
         if not buf:
@@ -112,7 +113,7 @@ class Wire:
             if self.split and len(buf) > 1 and not junk:
                 cut = self.rng.randrange(1, len(buf))
                 pieces = [buf[:cut], buf[cut:]]
-                self.counters["splits"] += 1
+                self.count("splits", 1)
             for i, piece in enumerate(pieces):
                 start = max(now, self.t_free)
                 if i:
@@ -128,7 +129,7 @@ class Wire:
         """Drop what is in flight (a pulled cable)."""
         with self.cond:
             n = sum(len(p) for _, p in self.queue)
-            self.counters["unplugged"] += n
+            self.count("unplugged", n)
             self.queue.clear()
             self.t_free = 0.0
 
@@ -165,14 +166,28 @@ class Wire:
                     self.queue[0][0] = start + k * BYTE_S
             self._deliver(out)
 
+    def count(self, key, n):
+        """Counters change from several threads (an End's reader, the pacer, the console)."""
+        with self.count_lock:
+            self.counters[key] += n
+
+    def snapshot(self):
+        with self.count_lock:
+            return dict(self.counters)
+
     def _deliver(self, out):
+        n = len(out)
         if not self.cable.plugged:
-            self.counters["unplugged"] += len(out)
+            self.count("unplugged", n)
             return
+        # counted before the hand-over: a receiver that has the bytes must never read a
+        # `delivered` count without them (it is taken back below if the receiver is gone)
+        self.count("delivered", n)
         if self.dst is None or not self.dst.send(out):
-            self.counters["no_receiver"] += len(out)
+            with self.count_lock:
+                self.counters["delivered"] -= n
+                self.counters["no_receiver"] += n
             return
-        self.counters["delivered"] += len(out)
         if self.delivered_taps:
             now = time.monotonic()
             for tap in self.delivered_taps:
@@ -360,13 +375,13 @@ class Cable:
             "a": {"spec": self.a.spec, "attached": self.a.sock is not None},
             "b": {"spec": self.b.spec, "attached": self.b.sock is not None},
             "a>b": dict(
-                self.ab.counters,
+                self.ab.snapshot(),
                 flip_rate=self.ab.flip_rate,
                 drop_rate=self.ab.drop_rate,
                 split=self.ab.split,
             ),
             "b>a": dict(
-                self.ba.counters,
+                self.ba.snapshot(),
                 flip_rate=self.ba.flip_rate,
                 drop_rate=self.ba.drop_rate,
                 split=self.ba.split,
