@@ -187,3 +187,45 @@ def test_connect_end_redials():
     finally:
         c.close()
         srv.close()
+
+
+def test_end_joining_another_simulator_gets_the_bytes_written_before_it_attached():
+    # a restarted `sim.py board master` writes its boot DISCOVER before the organ's simulator
+    # has redialled: the wire is plugged in all along, only the TCP plumbing lags behind
+    c = bus.Cable("t", "listen:127.0.0.1:0", "listen:127.0.0.1:0", hold_first="b").start()
+    try:
+        a = socket.create_connection(("127.0.0.1", c.a.port))
+        assert c.a.connected.wait(2), "board end never attached"
+        a.sendall(b"discover")
+        time.sleep(0.3)
+        b = socket.create_connection(("127.0.0.1", c.b.port))
+        assert _recv(b, 8) == b"discover", "bytes written before the first connection were lost"
+        k = c.counters()["a>b"]
+        assert k["delivered"] == 8 and k["no_receiver"] == 0, k
+        # after that first connection a missing peer is a board that is off: bytes are lost
+        b.close()
+        deadline = time.monotonic() + 2
+        while c.b.sock is not None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        a.sendall(b"nobody")
+        time.sleep(0.1)
+        assert c.counters()["a>b"]["no_receiver"] == 6, c.counters()["a>b"]
+        a.close()
+    finally:
+        c.close()
+
+
+def test_first_connection_wait_is_bounded():
+    c = bus.Cable("t", "listen:127.0.0.1:0", "listen:127.0.0.1:0", hold_first="b").start()
+    try:
+        a = socket.create_connection(("127.0.0.1", c.a.port))
+        assert c.a.connected.wait(2), "board end never attached"
+        a.sendall(b"into the void")
+        deadline = time.monotonic() + bus.FIRST_ATTACH_S + 2
+        while c.counters()["a>b"]["no_receiver"] < 13 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        k = c.counters()["a>b"]
+        assert k["no_receiver"] == 13 and k["delivered"] == 0, k
+        a.close()
+    finally:
+        c.close()

@@ -22,6 +22,7 @@ BYTE_S = 10.0 / BAUD  # start + 8 data + stop bits
 WHOLE_WRITE_BYTES = 24  # a write this short is handed over whole, when its last byte is in
 DELIVER_MAX_BYTES = 12  # longer writes: ~1 ms of bytes per hand-over, as a UART FIFO would
 WAKE_LEAD_S = 0.0001  # aim wake-ups this early: the OS adds ~0.1 ms to every timed sleep
+FIRST_ATTACH_S = 2.0  # bytes for a hold_first end never attached yet wait up to this long
 SWITCH_INTERVAL_S = 0.0005  # GIL hand-over: a woken pacer must not wait 5 ms for another thread
 
 
@@ -183,6 +184,8 @@ class Wire:
         # counted before the hand-over: a receiver that has the bytes must never read a
         # `delivered` count without them (it is taken back below if the receiver is gone)
         self.count("delivered", n)
+        if self.dst is not None:
+            self.dst.wait_first_attach()
         if self.dst is None or not self.dst.send(out):
             with self.count_lock:
                 self.counters["delivered"] -= n
@@ -197,8 +200,9 @@ class Wire:
 class End:
     """One end of a cable: a loopback TCP address where a board (or anything else) attaches."""
 
-    def __init__(self, spec, name):
+    def __init__(self, spec, name, hold_first=False):
         self.name = name
+        self.hold_first = hold_first  # an end joining another simulator: see wait_first_attach
         self.mode, self.host, self.port = parse_spec(spec, name)
         self.sock = None
         self.lock = threading.Lock()
@@ -207,6 +211,7 @@ class End:
         self.attachments = 0
         self.closed = False
         self.lsock = None
+        self.held_since = None  # when bytes first waited for the first connection
         if self.mode == "listen":
             ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -276,6 +281,23 @@ class End:
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return s
 
+    def wait_first_attach(self):
+        """Until a hold_first end's first connection is made, bytes for it wait (FIRST_ATTACH_S
+        at most, counted from the first byte that waited).
+
+        The cable is plugged in before either board runs; only the TCP plumbing of the simulation
+        (a board or a `connect:` end still dialling, a peer simulator starting) may lag behind, and
+        a real wire would not lose the first bytes (the master's boot DISCOVER) to that. After the
+        first connection a missing peer is a board that is off: its bytes are lost (no_receiver).
+        """
+        if self.hold_first and self.attachments == 0 and not self.closed:
+            now = time.monotonic()
+            if self.held_since is None:
+                self.held_since = now
+            wait = self.held_since + FIRST_ATTACH_S - now
+            if wait > 0:
+                self.connected.wait(wait)
+
     def send(self, data):
         with self.lock:
             s = self.sock
@@ -314,11 +336,13 @@ class End:
 class Cable:
     """A UART cable: `a` and `b` ends, a Wire each way (`wires["a>b"]`, `wires["b>a"]`)."""
 
-    def __init__(self, name, a_spec, b_spec, seed=None):
+    def __init__(self, name, a_spec, b_spec, seed=None, hold_first=()):
+        """hold_first: the ends ("a", "b") that join another simulator or implementation rather
+        than a board process of this one (bytes for them wait for the first connection)."""
         self.name = name
         self.plugged = True
-        self.a = End(a_spec, name + ".a")
-        self.b = End(b_spec, name + ".b")
+        self.a = End(a_spec, name + ".a", "a" in hold_first)
+        self.b = End(b_spec, name + ".b", "b" in hold_first)
         self.ab = Wire(self, name + " a>b", None if seed is None else seed * 2)
         self.ba = Wire(self, name + " b>a", None if seed is None else seed * 2 + 1)
         self.ab.dst, self.a.wire_in = self.b, self.ab

@@ -332,7 +332,8 @@ class Body:
             else:
                 continue
             seed = None if self.seed is None else self.seed * 10 + n
-            self.cables[organ] = bus.Cable(organ, a, b, seed=seed).start()
+            hold = ("a" if ext_master else "") + ("b" if organ in self.external else "")
+            self.cables[organ] = bus.Cable(organ, a, b, seed=seed, hold_first=hold).start()
         if not ext_master:
             self.http = ("127.0.0.1", free_port())
             uarts = {MASTER_UART[o]: c.a.peer_spec for o, c in self.cables.items()}
@@ -1195,7 +1196,9 @@ def run_board(argv):
         if args.no_pace:
             board_specs[n] = spec
         else:
-            c = bus.Cable("uart%d" % n, "listen:127.0.0.1:0", spec).start()
+            # the address is another simulator or implementation: the wire is plugged in before
+            # either side runs, so bytes for it wait for its first connection (bus.End)
+            c = bus.Cable("uart%d" % n, "listen:127.0.0.1:0", spec, hold_first="b").start()
             cables.append(c)
             board_specs[n] = c.a.peer_spec
     log = open(args.log, "a") if args.log else None
