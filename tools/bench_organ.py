@@ -1,4 +1,4 @@
-# Benchmark: LED organ command round trips (and its heap) as a real unix-port process under tools/sim.py board.
+# Benchmark: LED organ round trips, heap and allocation per round trip (unix port, tools/sim.py).
 """Plays master on the organ's TCP cable: ACK, then N led_on/led_off COMMANDs, each sent when the
 previous COMMAND_RESP has arrived. Prints round trips per second, the wire limit for those frame
 sizes at 115200 8N1 (10 bits a byte), and the board's heap in use before and after.
@@ -68,14 +68,15 @@ async def main():
                 break
     a1, t1 = gc.mem_alloc(), time.ticks_us()
     gc.enable()
-    print("poll_ms=%d: %d bytes allocated per round trip, %.2f ms each (in-process socket)"
-          % (mode, (a1 - a0) // 200, time.ticks_diff(t1, t0) / 200000))
+    print("%d %d" % ((a1 - a0) // 200, time.ticks_diff(t1, t0) // 200))
 asyncio.run(main())
 """
 
 
 def alloc():
+    """Bytes allocated and microseconds per led_on round trip, for poll_ms 0 and 1."""
     exe = os.path.join(os.path.dirname(sys.executable), "micropython")
+    figures = {}
     for mode in (0, 1):
         s = socket.socket()
         s.bind(("127.0.0.1", 0))
@@ -94,18 +95,20 @@ def alloc():
             text=True,
             timeout=60,
         )
-        print(r.stdout.strip() or r.stderr.strip())
+        if r.returncode != 0:
+            raise RuntimeError("alloc run (poll_ms=%d) failed: %s" % (mode, r.stderr.strip()))
+        nbytes, us = map(int, r.stdout.split()[-2:])
+        print(
+            "poll_ms=%d: %d bytes allocated per round trip, %.2f ms each (in-process socket)"
+            % (mode, nbytes, us / 1000)
+        )
+        figures["organ_alloc_bytes_poll%d" % mode] = nbytes
+        figures["organ_alloc_rt_ms_poll%d" % mode] = round(us / 1000, 3)
+    return figures
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--count", type=int, default=500)
-    ap.add_argument("--no-pace", action="store_true", help="no 115200 pacing on the cable")
-    ap.add_argument("--alloc", action="store_true", help="bytes allocated per round trip")
-    args = ap.parse_args()
-    if args.alloc:
-        return alloc()
-
+def round_trips(count=500, pace=True):
+    """led_on/led_off round trips against a simulated LED board under tools/sim.py."""
     ls = socket.socket()
     ls.bind(("127.0.0.1", 0))
     ls.listen(1)
@@ -114,7 +117,7 @@ def main():
     cmd = [sys.executable, os.path.join(ROOT, "tools", "sim.py"), "board", "led"]
     cmd += ["--uart", "1=connect:127.0.0.1:%d" % port, "--heap-report-ms", "500"]
     cmd += ["--out", os.path.join(ROOT, "sim-out", "bench-organ")]
-    if args.no_pace:
+    if not pace:
         cmd.append("--no-pace")
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     heap = []
@@ -141,10 +144,13 @@ def main():
         on = frame.encode(frame.COMMAND, encode_command("led_on"))
         off = frame.encode(frame.COMMAND, encode_command("led_off"))
         t0 = time.perf_counter()
-        for i in range(args.count):
+        for i in range(count):
             conn.sendall(on if i & 1 else off)
             while frame.COMMAND_RESP not in got:
-                dec.feed(conn.recv(256))
+                data = conn.recv(256)
+                if not data:
+                    raise RuntimeError("the LED board closed the cable")
+                dec.feed(data)
             got.clear()
         dt = time.perf_counter() - t0
         time.sleep(1.2)
@@ -152,14 +158,41 @@ def main():
     finally:
         proc.terminate()
         proc.wait(10)
-    per = dt / args.count
+        ls.close()
+    per = dt / count
     wire = (len(on) + len(frame.RESP_OK_FRAME)) * 10 / 115200
     print(
         "LED organ, %d led_on/led_off round trips%s: %.0f per s, %.2f ms each"
-        % (args.count, " (no pacing)" if args.no_pace else " (paced 115200)", 1 / per, per * 1000)
+        % (count, " (paced 115200)" if pace else " (no pacing)", 1 / per, per * 1000)
     )
     print("wire limit %.2f ms per round trip: ratio %.2f" % (wire * 1000, wire / per))
     print("board heap in use: %s bytes before, %s after (gc.collect each report)" % (h0, h1))
+    key = "organ_rt_" if pace else "organ_rt_nopace_"
+    return {
+        key + "ms": round(per * 1000, 3),
+        key + "wire_ratio": round(wire / per, 3),
+        "organ_heap_before": h0,
+        "organ_heap_after": h1,
+    }
+
+
+def run():
+    """tools/bench.py area `organ`: paced round trips and the allocation per round trip."""
+    figures = round_trips()
+    figures.update(alloc())
+    return figures
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--count", type=int, default=500)
+    ap.add_argument("--no-pace", action="store_true", help="no 115200 pacing on the cable")
+    ap.add_argument("--alloc", action="store_true", help="bytes allocated per round trip")
+    args = ap.parse_args()
+    if args.alloc:
+        alloc()
+    else:
+        round_trips(args.count, not args.no_pace)
 
 
 if __name__ == "__main__":
