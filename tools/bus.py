@@ -23,6 +23,7 @@ WHOLE_WRITE_BYTES = 24  # a write this short is handed over whole, when its last
 DELIVER_MAX_BYTES = 12  # longer writes: ~1 ms of bytes per hand-over, as a UART FIFO would
 WAKE_LEAD_S = 0.0001  # aim wake-ups this early: the OS adds ~0.1 ms to every timed sleep
 FIRST_ATTACH_S = 2.0  # bytes for a hold_first end never attached yet wait up to this long
+STALL_S = 0.02  # a hand-over this late after its bytes were due counts as a stall
 SWITCH_INTERVAL_S = 0.0005  # GIL hand-over: a woken pacer must not wait 5 ms for another thread
 
 
@@ -73,8 +74,17 @@ class Wire:
         self.taps = []  # callables(t, bytes) seeing what the sender wrote, before faults
         self.delivered_taps = []  # callables(t, bytes) seeing what the receiver got
         self.counters = dict(
-            sent=0, delivered=0, flipped=0, dropped=0, junk=0, splits=0, unplugged=0, no_receiver=0
+            sent=0,
+            delivered=0,
+            flipped=0,
+            dropped=0,
+            junk=0,
+            splits=0,
+            unplugged=0,
+            no_receiver=0,
+            stalls=0,
         )
+        self.late_max = 0.0  # the latest hand-over (after its last byte was due), seconds
         self.count_lock = threading.Lock()
         self.closed = False
         self.thread = threading.Thread(target=self._pace, name="wire-" + name, daemon=True)
@@ -159,6 +169,7 @@ class Wire:
                     self.cond.wait(start + want * BYTE_S - now)
                     continue
                 k = min(due, len(data))
+                t_due = start + k * BYTE_S  # when the last of these bytes is in
                 out = bytes(data[:k])
                 if k == len(data):
                     self.queue.popleft()
@@ -166,6 +177,11 @@ class Wire:
                     del data[:k]
                     self.queue[0][0] = start + k * BYTE_S
             self._deliver(out)
+            late = time.monotonic() - t_due
+            if late > self.late_max:
+                self.late_max = late
+            if late > STALL_S:
+                self.count("stalls", 1)
 
     def count(self, key, n):
         """Counters change from several threads (an End's reader, the pacer, the console)."""
@@ -400,12 +416,14 @@ class Cable:
             "b": {"spec": self.b.spec, "attached": self.b.sock is not None},
             "a>b": dict(
                 self.ab.snapshot(),
+                late_max_ms=round(self.ab.late_max * 1000, 1),
                 flip_rate=self.ab.flip_rate,
                 drop_rate=self.ab.drop_rate,
                 split=self.ab.split,
             ),
             "b>a": dict(
                 self.ba.snapshot(),
+                late_max_ms=round(self.ba.late_max * 1000, 1),
                 flip_rate=self.ba.flip_rate,
                 drop_rate=self.ba.drop_rate,
                 split=self.ba.split,

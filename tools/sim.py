@@ -379,6 +379,11 @@ class Body:
             t.stop()
         for c in self.cables.values():
             c.close()
+        try:  # what the bus did (faults, stalls) stays beside the boards' logs
+            with open(os.path.join(self.out_dir, "bus.json"), "w") as f:
+                json.dump(self.counters(), f, indent=1, sort_keys=True)
+        except (OSError, TypeError, ValueError):
+            pass
 
     def __enter__(self):
         return self.start()
