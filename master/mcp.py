@@ -18,7 +18,6 @@ INSTRUCTIONS = (
     "The tool list follows the organs that are online now: list again when a call fails."
 )
 
-PARSE_ERROR = const(-32700)
 INVALID_REQUEST = const(-32600)
 METHOD_NOT_FOUND = const(-32601)
 INVALID_PARAMS = const(-32602)

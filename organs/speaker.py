@@ -11,8 +11,15 @@ FW_VERSION = const(0x0100)
 ANNOUNCE_GAP_MS = const(150)
 
 
-def _text_param():
-    return {"name": "text", "type": "string", "min": 1, "max": 240, "unit": ""}
+def _ability(name, description, max_duration_ms, params=()):
+    return {
+        "name": name,
+        "description": description,
+        "exec_type": "continuous",
+        "resource_group": "audio",
+        "max_duration_ms": max_duration_ms,
+        "params": [dict(p) for p in params],  # each ability owns its param dicts
+    }
 
 
 def speaker_descriptor(
@@ -21,36 +28,12 @@ def speaker_descriptor(
     """The speaker's contract: section 9, honest about the voice (without one: chime alone)."""
     caps = []
     if voice:
+        text = {"name": "text", "type": "string", "min": 1, "max": 240, "unit": ""}
+        caps.append(_ability("speak", "Say the text out loud.", 30000, [text]))
         caps.append(
-            {
-                "name": "speak",
-                "description": "Say the text out loud.",
-                "exec_type": "continuous",
-                "resource_group": "audio",
-                "max_duration_ms": 30000,
-                "params": [_text_param()],
-            }
+            _ability("announce", "Play an attention chime, then say the text.", 30000, [text])
         )
-        caps.append(
-            {
-                "name": "announce",
-                "description": "Play an attention chime, then say the text.",
-                "exec_type": "continuous",
-                "resource_group": "audio",
-                "max_duration_ms": 30000,
-                "params": [_text_param()],
-            }
-        )
-    caps.append(
-        {
-            "name": "chime",
-            "description": "Play a short attention chime.",
-            "exec_type": "continuous",
-            "resource_group": "audio",
-            "max_duration_ms": 2000,
-            "params": [],
-        }
-    )
+    caps.append(_ability("chime", "Play a short attention chime.", 2000))
     return {
         "module_id": module_id,
         "module_type": MODULE_TYPE,
