@@ -4,11 +4,19 @@
 # poller (`StreamReader.readinto`), so the COMMAND_RESP is taken the moment it lands. Otherwise
 # (heartbeats, DESCRIPTORs) it polls the UART (timeout=0, `readinto` into one preallocated
 # buffer) every IDLE_POLL_MS: a poller wait allocates (a coroutine and an I/O queue entry per
-# wake-up), a sleep does not, so the steady state of heartbeats allocates nothing.
+# wake-up), a sleep does not, so the steady state of heartbeats allocates nothing. A COMMAND
+# sent from another task (HTTP, console, timer) while the reader sleeps in that poll brings
+# the reader forward at once (`send` -> `_kick`), so it is in the poller before the answer
+# can arrive: no step waits for the rest of a poll period.
 # Frames go out by a plain write into the UART driver's TX buffer; the writer task only
 # drains what did not fit, in order (see `send`).
 import asyncio
 import time
+
+try:
+    _tasks = asyncio.core._task_queue  # MicroPython: the run queue (a pairing heap of Tasks)
+except AttributeError:  # another asyncio: no early wake-up, the reader keeps its poll period
+    _tasks = None
 
 from micropython import const
 
@@ -39,6 +47,7 @@ class Link:
         self.queue = []
         self.ready = asyncio.Event()
         self.written = 0
+        self._task = None  # the reader's Task, while it sleeps in its idle poll (see _kick)
 
     def send(self, frame_bytes):
         """Send one frame (called from the sans-IO core, in whichever task is running).
@@ -46,6 +55,8 @@ class Link:
         With nothing queued the frame goes straight into the UART driver's TX buffer (a
         plain write: nothing is awaited, so no two tasks ever drain the stream, and an ACK
         allocates nothing); whatever does not fit is left to the writer task, in order."""
+        if self._task is not None and self.busy():
+            self._kick()  # a COMMAND is out: its answer must not wait for the idle poll
         q = self.queue
         if not q:
             n = self.uart.write(frame_bytes)
@@ -58,6 +69,16 @@ class Link:
         q.append(frame_bytes)
         self.ready.set()
 
+    def _kick(self):
+        # The reader sleeps in asyncio.sleep_ms(IDLE_POLL_MS), i.e. it sits in the run queue
+        # keyed by its wake-up time: re-queue it keyed now, as Task.cancel() brings a sleeping
+        # task forward (without the exception). Nothing is allocated.
+        t = self._task
+        self._task = None
+        if _tasks is not None:
+            _tasks.remove(t)
+            _tasks.push(t)
+
     async def reader(self):
         s = asyncio.StreamReader(self.uart)
         uart = self.uart
@@ -65,11 +86,14 @@ class Link:
         reg = self.registry
         index = self.index
         busy = self.busy
+        me = asyncio.current_task()
         while True:
             n = uart.readinto(buf)
             if not n:
                 if not busy():
+                    self._task = me
                     await asyncio.sleep_ms(IDLE_POLL_MS)
+                    self._task = None
                     continue
                 n = await s.readinto(buf)
                 if not n:
