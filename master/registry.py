@@ -102,7 +102,7 @@ class Registry:
         self.version = 0  # bumps on every menu change
         self._seq = 0
         self._seen = []  # module ids registered at least once (for "again")
-        self._owners = {}  # capability name -> Port
+        self._owners = {}  # capability name -> (port index, capability, module_id), see owner()
         self.stray_events = 0
 
     def port(self, index):
@@ -200,7 +200,7 @@ class Registry:
                 if c["name"] in owners:
                     dups.append(c["name"])
                 else:
-                    owners[c["name"]] = p
+                    owners[c["name"]] = (p.index, c, p.organ["module_id"])
                     owned.append(c["name"])
             for name in dups:
                 if name not in p.duplicates:
@@ -234,13 +234,10 @@ class Registry:
 
     def owner(self, name):
         """(port index, capability dict, module_id) of the online organ owning `name`, or None."""
-        p = self._owners.get(name)
-        if p is None or not p.online:
+        o = self._owners.get(name)  # built on each menu change: the hot path allocates nothing
+        if o is None or not self._by[o[0]].online:
             return None
-        for c in p.organ["capabilities"]:
-            if c["name"] == name:
-                return p.index, c, p.organ["module_id"]
-        return None
+        return o
 
     def capabilities(self):
         """Menu capabilities (descriptor form plus module_id), owners only, in registration order."""

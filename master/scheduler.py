@@ -39,6 +39,7 @@ class Step:
         self.priority = st["priority"]
         self.depends_on = st["depends_on"]
         self.deps = []  # Steps this one waits for
+        self.key = (-self.priority, run.seq, i)  # dispatch order among ready steps
         self.status = PENDING
         self.reason = None
         self.port = None
@@ -87,6 +88,10 @@ class Run:
         }
 
 
+def _key(s):
+    return s.key
+
+
 def command_frame(cap, params):
     """The COMMAND frame for `cap` (descriptor form) with validated `params` (dict by name)."""
     values = []
@@ -115,6 +120,7 @@ class Scheduler:
         self.stray_resps = 0
         self.sent = 0
         self.late = {}  # port -> (timed-out Step, tick of its timeout) during SETTLE_MS
+        self._frames = {}  # name -> (capability, COMMAND frame) of abilities without params
 
     # -- inputs ----------------------------------------------------------------------------
 
@@ -270,13 +276,30 @@ class Scheduler:
                 run.on_done(run)
 
     def _ready(self):
+        # Per COMMAND_RESP on the hot path: plain loops, no generators or per-call key tuples.
         out = []
         for run in self.runs:
             for s in run.steps:
-                if s.status == PENDING and all(d.status in GOOD for d in s.deps):
+                if s.status != PENDING:
+                    continue
+                for d in s.deps:
+                    if d.status != DONE and d.status != STARTED:
+                        break
+                else:
                     out.append(s)
-        out.sort(key=lambda s: (-s.priority, s.run.seq, s.i))
+        if len(out) > 1:
+            out.sort(key=_key)
         return out
+
+    def _frame(self, cap, params):
+        # An ability without params always has the same COMMAND: encode it once per capability.
+        if cap["params"]:
+            return command_frame(cap, params)
+        name = cap["name"]
+        c = self._frames.get(name)
+        if c is None or c[0] is not cap:
+            c = self._frames[name] = (cap, command_frame(cap, params))
+        return c[1]
 
     def _dispatch(self, now):
         for s in self._ready():
@@ -296,8 +319,13 @@ class Scheduler:
                 if ticks_diff(now, late[1]) < SETTLE_MS:
                     continue
                 del self.late[port]
-            names = [p["name"] for p in cap["params"]]
-            if sorted(names) != sorted(s.params):
+            same = len(cap["params"]) == len(s.params)
+            if same:
+                for p in cap["params"]:
+                    if p["name"] not in s.params:
+                        same = False
+                        break
+            if not same:
                 s.reason = "%s changed its params since the plan was checked" % module_id
                 self._finish(s, REFUSED, now)
                 continue
@@ -306,7 +334,7 @@ class Scheduler:
             s.module_id = module_id
             s.group = group
             try:
-                f = command_frame(cap, s.params)
+                f = self._frame(cap, s.params)
             except (ValueError, OverflowError) as e:  # validation keeps this from happening
                 s.reason = "COMMAND not encodable: %s" % e
                 self._finish(s, REFUSED, now)
