@@ -346,13 +346,16 @@ except AttributeError:  # CPython
 class Link:
     """The organ on one UART: one reader task and one writer task (and, waiting on IO, a clock).
 
-    poll_ms = 0 (default): the reader sleeps in asyncio's IO wait until bytes arrive and wakes
-    the writer through an Event; a clock task keeps the timers (at most _CLOCK_MS apart). No
-    idle polling and no added latency; asyncio's IO and Event waits allocate a little on each
-    wake (its poller registration and the wait's generator), our own steps allocate nothing.
+    poll_ms = 0 (default): the reader sleeps in asyncio's IO wait until bytes arrive; a clock
+    task keeps the timers (at most _CLOCK_MS apart). No idle polling and no added latency;
+    asyncio's IO wait allocates a little on each wake (its poller registration and the wait's
+    generator), our own steps allocate nothing.
     poll_ms > 0: both tasks poll the UART (timeout=0) and sleep with asyncio.sleep_ms, a
     singleton generator: nothing at all is allocated in steady state (proved under heap_lock).
-    Either way the writer alone writes, taking the organ's prebuilt frames in order.
+    Either way a frame goes into the UART driver the moment the organ queues it (`flush`, a
+    plain non-blocking write of the prebuilt frame, in whichever task queued it): a COMMAND_RESP
+    leaves in the same reader step that decoded its COMMAND, before the event line is printed.
+    The writer task only finishes what the driver did not take, in order.
     """
 
     def __init__(self, organ, uart, rxbuf=256, poll_ms=0, clock=ticks_ms):
@@ -363,9 +366,14 @@ class Link:
         self._rx = bytearray(rxbuf)
         self._partial = None  # (frame, offset) when the UART took only part of a frame
         self._wake = None if poll_ms else asyncio.Event()
-        if self._wake is not None:
-            organ.on_output = self._wake.set  # EVENTs from other tasks (audio) go out at once
+        organ.on_output = self._output  # RESPs, heartbeats and EVENTs (audio task) go out at once
         self.written = 0
+
+    def _output(self):
+        # A frame was queued: straight into the UART driver; the writer takes any remainder.
+        self.flush()
+        if self._partial is not None and self._wake is not None:
+            self._wake.set()
 
     def read_once(self, now, n=-1):
         """One reader step: takes what the UART holds (or n bytes already in the buffer)."""
