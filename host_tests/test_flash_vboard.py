@@ -9,21 +9,13 @@ import sys
 import time
 
 
-from support import ROOT
+from support import ROOT, free_port
 
 sys.path.append(os.path.join(ROOT, "tools"))
 import flash  # noqa: E402
 from vboard import VirtualBoard  # noqa: E402
 
 FLASH = os.path.join(ROOT, "tools", "flash.py")
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def run_flash(*args, timeout=180):

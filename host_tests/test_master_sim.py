@@ -14,17 +14,9 @@ import master_fakes as mf
 import plan_corpus as pc
 from descriptor import encode_descriptor
 
-from support import ROOT
+from support import ROOT, free_port as _free_port
 
 SIM = [sys.executable, os.path.join(ROOT, "tools", "sim.py"), "board"]
-
-
-def _free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 class Proc:

@@ -18,7 +18,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
-from support import ROOT, micropython_exe, mpy_cross_exe
+from support import ROOT, micropython_exe, mpy_cross_exe, free_port as _free_port
 from test_httpd import request
 
 RUNNER = """
@@ -53,14 +53,6 @@ asyncio.run(main(int(sys.argv[1]), sys.argv[2], int(sys.argv[3])))
 HEAP = "96k"
 TOKEN = "unix-port-token"
 AUTH = {"Authorization": "Bearer " + TOKEN}
-
-
-def _free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 @pytest.fixture(scope="module")

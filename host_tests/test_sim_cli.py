@@ -7,7 +7,7 @@ import sys
 import time
 import urllib.request
 
-from support import ROOT
+from support import ROOT, free_port as _free_port
 
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 import sim  # noqa: E402
@@ -15,14 +15,6 @@ import frame  # noqa: E402
 import command  # noqa: E402
 
 SIM = [sys.executable, os.path.join(ROOT, "tools", "sim.py")]
-
-
-def _free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def test_board_refuses_non_loopback_and_missing_uarts():

@@ -8,7 +8,7 @@ import threading
 import time
 import wave
 
-from support import ROOT, micropython_exe
+from support import ROOT, free_port, micropython_exe
 
 SIMHW = os.path.join(ROOT, "tools", "simhw")
 PATH = ":".join([SIMHW, ".frozen", os.path.join(ROOT, "lib"), ROOT])
@@ -305,10 +305,7 @@ def test_uart_with_nothing_attached_swallows_writes(tmp_path):
 
 
 def test_uart_listen_mode_accepts_the_other_end(tmp_path):
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
+    port = free_port()
     p = subprocess.Popen(
         [
             micropython_exe(),

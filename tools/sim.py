@@ -15,6 +15,7 @@ import json
 import os
 import re
 import shlex
+import random
 import signal
 import socket
 import subprocess
@@ -60,11 +61,31 @@ def board_uarts(role):
 
 
 def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    """A free loopback TCP port for a server that a test (or the simulator) starts next.
+
+    Picked at random below the kernel's ephemeral range (net.ipv4.ip_local_port_range), not
+    with bind(("127.0.0.1", 0)): a port from that range, released again, can be taken by any
+    outgoing connection on the machine (other test runs make hundreds a second) before the
+    server binds it, and the server then fails with EADDRINUSE.
+    """
+    low = 32768
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        pass
+    rng = random.SystemRandom()
+    for _ in range(200):
+        s = socket.socket()
+        try:
+            # an unusual range (starting low) leaves only the kernel's own choice
+            s.bind(("127.0.0.1", rng.randrange(20000, low) if low > 21000 else 0))
+            return s.getsockname()[1]
+        except OSError:
+            continue
+        finally:
+            s.close()
+    raise OSError("no free loopback port below %d" % low)
 
 
 def parse_hostport(text, what="--http"):
