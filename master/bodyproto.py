@@ -15,6 +15,18 @@ _WHY = {
 }
 
 
+def one_step_plan(action, params):
+    """A plan of one step (PROTOCOL.md section 8): how a link runs a single ability."""
+    step = {"task_id": "t1", "action": action, "params": params, "priority": 5, "depends_on": []}
+    return {
+        "heard_req": 0,
+        "steps": [step],
+        "can_execute": True,
+        "missing": [],
+        "response": "",
+    }
+
+
 def _names(menu):
     return [c["name"] for c in menu.get("capabilities", ())]
 
@@ -88,21 +100,7 @@ class BodyProtocol:
 
         The plan keeps running after the answer (speech plays on); its report is kept
         in `last_report` when it ends."""
-        plan = {
-            "heard_req": 0,
-            "steps": [
-                {
-                    "task_id": "t1",
-                    "action": action,
-                    "params": params,
-                    "priority": 5,
-                    "depends_on": [],
-                }
-            ],
-            "can_execute": True,
-            "missing": [],
-            "response": "",
-        }
+        plan = one_step_plan(action, params)
         answered = asyncio.Event()
         ended = asyncio.Event()
         seen = []

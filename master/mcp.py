@@ -8,6 +8,8 @@ import json
 
 from micropython import const
 
+from master.bodyproto import one_step_plan
+
 # Handshake-era revisions whose transport is Streamable HTTP, newest first.
 PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26")
 SERVER_INFO = {"name": "organbus", "version": "0.1.0"}
@@ -215,15 +217,7 @@ class McpServer:
                 "arguments of %r must be an object; available tools: %s" % (name, listed),
                 {"tools": names},
             )
-        plan = {
-            "heard_req": 0,
-            "steps": [
-                {"task_id": "t1", "action": name, "params": args, "priority": 5, "depends_on": []}
-            ],
-            "can_execute": True,
-            "missing": [],
-            "response": "",
-        }
+        plan = one_step_plan(name, args)
         self.calls += 1
         status, out = await self.body.execute(plan)
         if status == 422:
