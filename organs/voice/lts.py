@@ -101,7 +101,8 @@ class Pronouncer:
                 p3 += 1
             mlen = p2 - p1 - 1
             if p3 < e and _lit(b, p1 + 1, mlen, w, i, end):
-                if _left(b, 0, p1, w, i - 1) and _right(b, p2 + 1, p3, w, i + mlen, end):
+                left = _context(b, p1 - 1, -1, w, i - 1, end, -1)
+                if left and _context(b, p2 + 1, p3, w, i + mlen, end, 1):
                     if p3 + 1 < e:
                         out.append(b[p3 + 1 : e].decode())
                     return mlen
@@ -127,67 +128,34 @@ def _at(w, j, end):
     return w[j] if 0 <= j < end else 32
 
 
-def _left(b, a, p1, w, j):
-    k = p1 - 1
-    while k >= a:
+def _context(b, k, stop, w, j, end, d):
+    """Match the context pattern b[k], b[k+d], .. (up to stop) against the word from w[j] on,
+    both walked in direction d: -1 for the left context (read outwards), +1 for the right."""
+    while k != stop:
         c = b[k]
-        x = _at(w, j, 99) if j >= 0 else 32
+        x = _at(w, j, end)
         if c == 35:  # "#" one or more vowels
             if not _is_vowel(x):
                 return False
-            j -= 1
-            while j >= 0 and _is_vowel(w[j]):
-                j -= 1
+            j += d
+            while 0 <= j < end and _is_vowel(w[j]):
+                j += d
         elif c == 58:  # ":" zero or more consonants
-            while j >= 0 and _is_cons(w[j]):
-                j -= 1
+            while 0 <= j < end and _is_cons(w[j]):
+                j += d
         elif c == 94:  # "^" one consonant
             if not _is_cons(x):
                 return False
-            j -= 1
+            j += d
         elif c == 46:  # "." voiced consonant
             if x not in _VOICED:
                 return False
-            j -= 1
+            j += d
         elif c == 43:  # "+" front vowel
             if x not in _FRONT:
                 return False
-            j -= 1
-        else:
-            if x != c:
-                return False
-            j -= 1
-        k -= 1
-    return True
-
-
-def _right(b, s, p3, w, j, end):
-    k = s
-    while k < p3:
-        c = b[k]
-        x = _at(w, j, end)
-        if c == 35:
-            if not _is_vowel(x):
-                return False
-            j += 1
-            while j < end and _is_vowel(w[j]):
-                j += 1
-        elif c == 58:
-            while j < end and _is_cons(w[j]):
-                j += 1
-        elif c == 94:
-            if not _is_cons(x):
-                return False
-            j += 1
-        elif c == 46:
-            if x not in _VOICED:
-                return False
-            j += 1
-        elif c == 43:
-            if x not in _FRONT:
-                return False
-            j += 1
-        elif c == 37:  # "%" suffix: ER E ES ED ING ELY
+            j += d
+        elif c == 37 and d > 0:  # "%" suffix (right context only): ER E ES ED ING ELY
             if x == 69:
                 y = _at(w, j + 1, end)
                 if y == 76 and _at(w, j + 2, end) == 89:
@@ -203,8 +171,8 @@ def _right(b, s, p3, w, j, end):
         else:
             if x != c:
                 return False
-            j += 1
-        k += 1
+            j += d
+        k += d
     return True
 
 
