@@ -29,6 +29,8 @@ _POLL_RD = const(1)
 _POLL_WR = const(4)
 _EINVAL = const(22)
 _EAGAIN = const(11)
+_IPPROTO_TCP = const(6)  # the unix port's socket module has no names for these two
+_TCP_NODELAY = const(1)
 
 PWRON_RESET = const(1)
 HARD_RESET = const(2)
@@ -295,6 +297,12 @@ class UART(io.IOBase):
         raise OSError("UART(%d): cannot connect to the cable (%r)" % (self.id, err))
 
     def _use(self, s):
+        # No Nagle: a frame written right after another (a HEARTBEAT, then a COMMAND_RESP) would
+        # wait for the first one's TCP ACK, which the peer delays up to 40 ms. A UART sends at once.
+        try:
+            s.setsockopt(_IPPROTO_TCP, _TCP_NODELAY, 1)
+        except OSError:
+            pass
         if self._polled is not None:
             self._poll.unregister(self._polled)
         self._conn = s
