@@ -74,6 +74,7 @@ class Run:
             by_id[s.task_id] = s
         for s in self.steps:
             s.deps = [by_id[d] for d in s.depends_on]
+        self.order = sorted(self.steps, key=_key)  # dispatch order within this plan
         self.left = len(self.steps)
 
     @property
@@ -90,6 +91,14 @@ class Run:
 
 def _key(s):
     return s.key
+
+
+def _deps_good(s):
+    # ready: every step it depends on is done or started (no generator: this is the hot path)
+    for d in s.deps:
+        if d.status != DONE and d.status != STARTED:
+            return False
+    return True
 
 
 def command_frame(cap, params):
@@ -275,20 +284,19 @@ class Scheduler:
             if run.on_done:
                 run.on_done(run)
 
-    def _ready(self):
-        # Per COMMAND_RESP on the hot path: plain loops, no generators or per-call key tuples.
+    def _candidates(self):
+        # Steps in dispatch order (priority, older plan, plan order); the caller checks each
+        # one's state. One plan running (the usual case): its own order, sorted at submit, so
+        # the hot path (a dispatch per COMMAND_RESP) allocates and sorts nothing.
+        runs = self.runs
+        if len(runs) == 1:
+            return runs[0].order
         out = []
-        for run in self.runs:
-            for s in run.steps:
-                if s.status != PENDING:
-                    continue
-                for d in s.deps:
-                    if d.status != DONE and d.status != STARTED:
-                        break
-                else:
+        for run in runs:
+            for s in run.order:
+                if s.status == PENDING:
                     out.append(s)
-        if len(out) > 1:
-            out.sort(key=_key)
+        out.sort(key=_key)
         return out
 
     def _frame(self, cap, params):
@@ -302,8 +310,12 @@ class Scheduler:
         return c[1]
 
     def _dispatch(self, now):
-        for s in self._ready():
+        # Steps only leave the ready set while dispatching (sent, or finished as offline,
+        # refused or skipped): none becomes ready, so one pass in order is enough.
+        for s in self._candidates():
             if s.status != PENDING:
+                continue
+            if not _deps_good(s):
                 continue
             own = self.owner(s.action)
             if own is None:
