@@ -92,8 +92,10 @@ class Link:
             if not n:
                 if not busy():
                     self._task = me
-                    await asyncio.sleep_ms(IDLE_POLL_MS)
-                    self._task = None
+                    try:
+                        await asyncio.sleep_ms(IDLE_POLL_MS)
+                    finally:
+                        self._task = None  # never re-queue a task that is not sleeping here
                     continue
                 n = await s.readinto(buf)
                 if not n:
