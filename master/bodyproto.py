@@ -1,8 +1,5 @@
 # Body Protocol v1 routes (POST /status /speak /look /express): honest answers, never a fake 200.
-try:
-    import asyncio
-except ImportError:  # pragma: no cover
-    import uasyncio as asyncio
+import asyncio
 
 LOOK_TEXT = "This body has no camera: it cannot see anything."
 

@@ -6,15 +6,11 @@
 # token, an Origin check, the bearer token, a route, a body within `max_body` and
 # `body_timeout_ms`, a JSON parse, and only then the handler. Every refusal is answered
 # with a status and a specific reason; no handler runs for a refused request.
+import asyncio
 import gc
 import json
 import sys
 import time
-
-try:
-    import asyncio
-except ImportError:  # pragma: no cover (older boards)
-    import uasyncio as asyncio
 
 from micropython import const
 

@@ -1,15 +1,9 @@
 # Entry point of the ESP32-C6 master (also run on the unix port by `tools/sim.py board master`).
+import asyncio
 import json
 import sys
 
 import machine
-
-sys.path.append("/lib")
-
-try:
-    import asyncio
-except ImportError:  # pragma: no cover
-    import uasyncio as asyncio
 
 from master import app
 
