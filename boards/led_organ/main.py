@@ -1,4 +1,4 @@
-# LED organ board entry point: reads board.json, builds the UART and the light, runs the LED organ.
+# LED organ board entry point: builds the light from board.json; organs/board.py does the rest.
 import machine
 
 from organs import board

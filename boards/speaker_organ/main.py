@@ -1,4 +1,4 @@
-# Speaker organ board entry point: reads board.json, builds the UART and the I2S amplifier, runs the organ.
+# Speaker organ board entry point: builds the I2S amplifier and voice; organs/board.py does the rest.
 import json
 
 import machine
