@@ -1,4 +1,4 @@
-# LED organ board entry point: builds the light from board.json; organs/board.py does the rest.
+# LED organ board entry point: builds the light from board.json; organs/board.py runs it.
 import machine
 
 from organs import board

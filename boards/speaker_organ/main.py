@@ -1,4 +1,4 @@
-# Speaker organ board entry point: builds the I2S amplifier and voice; organs/board.py does the rest.
+# Speaker organ board entry point: builds the I2S amplifier and voice; organs/board.py runs it.
 import json
 
 import machine
