@@ -36,6 +36,21 @@ def _ticks():
     return time.ticks_us()
 
 
+def _stream16():
+    # the virtual body's round-trip plan (tools/bench_body.py): 16 independent led_on/led_off
+    steps = [
+        {
+            "task_id": "t%d" % i,
+            "action": "led_on" if i % 2 == 0 else "led_off",
+            "params": {},
+            "priority": 5,
+            "depends_on": [],
+        }
+        for i in range(16)
+    ]
+    return {"heard_req": 0, "steps": steps, "can_execute": True, "missing": [], "response": ""}
+
+
 def _overhead():
     # Registry + Scheduler + Body with an instant organ: the time the master itself spends.
     import frame
@@ -52,11 +67,38 @@ def _overhead():
     reg.feed(0, frame.encode(frame.DESCRIPTOR, mf.encode_descriptor(mf.led())), 0)
     reg.feed(1, frame.encode(frame.DESCRIPTOR, mf.encode_descriptor(mf.speaker())), 0)
     raw = json.dumps(_plan16())
+    first, per_step, heap_step = _steps(body, reg, out, raw, now)
+    _, stream_step, stream_heap = _steps(body, reg, out, json.dumps(_stream16()), now)
+    return {
+        "accept_to_first_command_us_median": _median(first),
+        "resp_to_next_command_us_median": _median(per_step),
+        "resp_to_next_command_heap_bytes_median": _median(heap_step),
+        "stream_resp_to_next_command_us_median": _median(stream_step),
+        "stream_resp_to_next_command_heap_bytes_median": _median(stream_heap),
+        "plan_bytes": len(raw),
+    }
+
+
+def _median(xs):
+    xs.sort()
+    return xs[len(xs) // 2]
+
+
+def _steps(body, reg, out, raw, now):
+    # ROUNDS runs of the plan `raw` against instant organs: submit times, and per COMMAND_RESP
+    # the time and the bytes allocated (GC off) until the next COMMAND is handed to the link.
+    import gc
+
+    import frame
+    import master_fakes as mf
+
     ev_cache = {}
     first = []
     per_step = []
+    heap_step = []
     for _ in range(ROUNDS):
         del out[:]
+        gc.collect()
         t0 = _ticks()
         status, run = body.submit(raw)
         t1 = _ticks()
@@ -67,8 +109,13 @@ def _overhead():
             if f[2] != frame.COMMAND:
                 continue
             name = str(bytes(f[6 : 6 + f[5]]), "utf-8")
+            gc.disable()
+            a = gc.mem_alloc()
             t0 = _ticks()
             reg.feed(port, frame.RESP_OK_FRAME, now[0])
+            t1 = _ticks()
+            heap_step.append(gc.mem_alloc() - a)
+            gc.enable()
             if name in ("led_blink", "speak", "chime"):
                 ev = ev_cache.get(name)
                 if ev is None:
@@ -76,15 +123,9 @@ def _overhead():
                         frame.EVENT, mf.command.encode_event(name, 0)
                     )
                 reg.feed(port, ev, now[0])
-            per_step.append(_ticks() - t0)
+            per_step.append(t1 - t0)
         assert run.report()["ok"], run.report()
-    first.sort()
-    per_step.sort()
-    return {
-        "accept_to_first_command_us_median": first[len(first) // 2],
-        "resp_to_next_command_us_median": per_step[len(per_step) // 2],
-        "plan_bytes": len(raw),
-    }
+    return first, per_step, heap_step
 
 
 def _heap_per_heartbeat():
