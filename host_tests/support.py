@@ -2,6 +2,7 @@
 import os
 import random
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -68,3 +69,21 @@ def run_micropython(args, heapsize=None, path=MICROPYPATH, timeout=120, **kw):
     return subprocess.run(
         cmd + list(args), env=env, cwd=ROOT, capture_output=True, text=True, timeout=timeout, **kw
     )
+
+
+def popen_ctrl_c(args, **kw):
+    """subprocess.Popen for a tool a test then stops with Ctrl-C (SIGINT).
+
+    A process started while SIGINT is ignored keeps it ignored across exec, and Python then
+    installs no KeyboardInterrupt handler: the tool would never stop. That is how a CI job run
+    in the background of a script (bash sets SIGINT to ignored there) starts the suite. The tool
+    is started as from a terminal: with SIGINT at its default.
+    """
+    ignored = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    if ignored:
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # exec resets it to SIG_DFL
+    try:
+        return subprocess.Popen(args, **kw)
+    finally:
+        if ignored:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)

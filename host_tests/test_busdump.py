@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from support import ROOT, VECTORS, micropython_exe
+from support import ROOT, VECTORS, micropython_exe, popen_ctrl_c
 
 TOOL = os.path.join(ROOT, "tools", "busdump.py")
 CAPTURES = os.path.join(ROOT, "host_tests", "captures")
@@ -425,7 +425,7 @@ def test_serial_port_live(tmp_path):
 
     master, slave = os.openpty()
     port = os.ttyname(slave)
-    p = subprocess.Popen(
+    p = popen_ctrl_c(
         [sys.executable, TOOL, "--port", port, "--baud", "115200"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
