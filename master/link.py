@@ -88,18 +88,21 @@ class Link:
         busy = self.busy
         me = asyncio.current_task()
         while True:
-            n = uart.readinto(buf)
-            if not n:
-                if not busy():
+            if busy():
+                # A COMMAND_RESP is due: straight into the poller (the COMMAND it answers has
+                # only just been written, so a read first would find nothing).
+                n = await s.readinto(buf)
+                if not n:
+                    await asyncio.sleep_ms(1)  # woken without data (a connection being set up)
+                    continue
+            else:
+                n = uart.readinto(buf)
+                if not n:
                     self._task = me
                     try:
                         await asyncio.sleep_ms(IDLE_POLL_MS)
                     finally:
                         self._task = None  # never re-queue a task that is not sleeping here
-                    continue
-                n = await s.readinto(buf)
-                if not n:
-                    await asyncio.sleep_ms(1)  # woken without data (a connection being set up)
                     continue
             try:
                 reg.feed(index, buf, time.ticks_ms(), n)
