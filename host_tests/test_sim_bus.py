@@ -229,3 +229,29 @@ def test_first_connection_wait_is_bounded():
         a.close()
     finally:
         c.close()
+
+
+def test_a_late_pacer_catches_up_instead_of_drifting():
+    # Bytes are due at start + k * 86.8 us, whatever happened before: a pacer that could not run
+    # for 150 ms (a busy machine) hands over everything due at once when it runs again, so the
+    # write still ends on time instead of 150 ms late, and nothing is reordered.
+    c, a, b = _pair()
+    try:
+        data = bytes(range(256)) * 9  # 2304 bytes = 0.2 s of wire time
+        wire_s = len(data) * bus.BYTE_S
+        t = time.monotonic()
+        a.sendall(data)
+        time.sleep(0.02)
+        with c.ab.cond:  # the pacer cannot hand anything over while this is held
+            time.sleep(0.15)
+        got = b""
+        while len(got) < len(data):
+            got += b.recv(65536)
+        dt = time.monotonic() - t
+        assert got == data, "bytes reordered or changed"
+        assert dt >= wire_s * 0.99, "delivered faster than the wire: %.3f s" % dt
+        assert dt < wire_s + 0.1, "a late pacer drifted: %.3f s for %.3f s of wire" % (dt, wire_s)
+        k = c.counters()["a>b"]
+        assert k["stalls"] >= 1 and k["late_max_ms"] >= 100, k
+    finally:
+        c.close()

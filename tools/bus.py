@@ -84,7 +84,7 @@ class Wire:
             no_receiver=0,
             stalls=0,
         )
-        self.late_max = 0.0  # the latest hand-over (after its last byte was due), seconds
+        self.late_max = 0.0  # the latest hand-over (after it was due), seconds
         self.count_lock = threading.Lock()
         self.closed = False
         self.thread = threading.Thread(target=self._pace, name="wire-" + name, daemon=True)
@@ -169,7 +169,7 @@ class Wire:
                     self.cond.wait(start + want * BYTE_S - now)
                     continue
                 k = min(due, len(data))
-                t_due = start + k * BYTE_S  # when the last of these bytes is in
+                t_due = start + want * BYTE_S  # when this hand-over was due
                 out = bytes(data[:k])
                 if k == len(data):
                     self.queue.popleft()
