@@ -20,10 +20,15 @@ ALL_MIN = LED + SPEAKER_MIN
 
 
 class Tap:
-    """Decodes the frames one direction of a cable delivered (after faults), with times."""
+    """Decodes the frames one direction of a cable delivered (after faults), with times.
+
+    _feed runs in the wire's own thread (the pacer, or the End's reader for delivered=False):
+    the lock is held only to append or to take a snapshot, never while frames are scanned, so
+    a test that looks at thousands of frames does not hold up the bytes on the wire.
+    """
 
     def __init__(self, wire, delivered=True):
-        self.frames = []  # (monotonic t, type, payload bytes)
+        self.frames = []  # (monotonic t, type, payload bytes), in time order
         self.lock = threading.Lock()
         self.t = 0.0
         self.dec = frame.Decoder(self._on_frame)
@@ -37,31 +42,48 @@ class Tap:
     def _on_frame(self, ftype, payload, n):
         self.frames.append((self.t, ftype, bytes(payload[:n])))
 
-    def commands(self, t0=0.0, t1=float("inf")):
+    def _snapshot(self, t0=0.0, t1=float("inf")):
         with self.lock:
-            return [
-                command.command_name(p, len(p))
-                for t, ft, p in self.frames
-                if ft == frame.COMMAND and t0 <= t <= t1
-            ]
+            frames = self.frames
+            n = len(frames)
+        # append-only: the first n entries never change; those of [t0, t1] by bisection
+        lo, hi = 0, n
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if frames[mid][0] < t0:
+                lo = mid + 1
+            else:
+                hi = mid
+        out = []
+        for i in range(lo, n):
+            f = frames[i]
+            if f[0] > t1:
+                break
+            out.append(f)
+        return out
+
+    def commands(self, t0=0.0, t1=float("inf")):
+        return [
+            command.command_name(p, len(p))
+            for t, ft, p in self._snapshot(t0, t1)
+            if ft == frame.COMMAND
+        ]
 
     def count(self, ftype, first_byte=None):
-        with self.lock:
-            return sum(
-                1
-                for _, ft, p in self.frames
-                if ft == ftype and (first_byte is None or (p and p[0] == first_byte))
-            )
+        return sum(
+            1
+            for _, ft, p in self._snapshot()
+            if ft == ftype and (first_byte is None or (p and p[0] == first_byte))
+        )
 
     def events_ok(self):
         """Names of continuous abilities whose EVENT said completed (status 0)."""
         out = Counter()
-        with self.lock:
-            for _, ft, p in self.frames:
-                if ft == frame.EVENT:
-                    kind, name, status = command.decode_event(p, len(p))
-                    if status == 0:
-                        out[name] += 1
+        for _, ft, p in self._snapshot():
+            if ft == frame.EVENT:
+                kind, name, status = command.decode_event(p, len(p))
+                if status == 0:
+                    out[name] += 1
         return out
 
 
