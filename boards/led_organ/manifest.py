@@ -8,4 +8,4 @@ module("descriptor.py", base_path="../../lib")
 module("frame.py", base_path="../../lib")
 module("utf8.py", base_path="../../lib")
 
-package("organs", files=["__init__.py", "runtime.py", "led.py"], base_path="../..")
+package("organs", files=["__init__.py", "board.py", "runtime.py", "led.py"], base_path="../..")
