@@ -14,7 +14,8 @@ import asyncio
 import time
 
 try:
-    _tasks = asyncio.core._task_queue  # MicroPython: the run queue (a pairing heap of Tasks)
+    # MicroPython: the run queue (a pairing heap of Tasks); the C6 stubs do not declare it
+    _tasks = asyncio.core._task_queue  # type: ignore[attr-defined]
 except AttributeError:  # another asyncio: no early wake-up, the reader keeps its poll period
     _tasks = None
 
