@@ -92,15 +92,11 @@ async def run(
 
 
 async def start_http(b, host, port, config=None):
-    from master import httpd
+    from master import bodyproto, httpd, mcp
 
     routes = b.routes()
-    for name in ("mcp", "bodyproto"):
-        try:
-            mod = __import__("master." + name, None, None, ["routes"])
-        except ImportError:
-            continue
-        routes.update(mod.routes(b))
+    routes.update(mcp.routes(b))
+    routes.update(bodyproto.routes(b))
     server = await httpd.serve(routes, host, port, config or {})
     log.emit("http", [("host", host), ("port", getattr(server, "port", port))])
     return server

@@ -15,10 +15,14 @@ def _here(name):
 
 
 def _load(path, default=None):
+    # A missing file is the default; a corrupt one is said on the event log, never skipped silently.
     try:
         with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError):
+            return json.loads(f.read())
+    except OSError:
+        return default
+    except ValueError as e:
+        print(json.dumps({"event": "error", "file": path, "error": "not valid JSON: %s" % e}))
         return default
 
 
@@ -90,7 +94,11 @@ async def _run(sta, *args):
 
 
 def main():
-    board = _load(_here("board.json")) or _load("/board.json", {})
+    board = _load(_here("board.json")) or _load("/board.json")
+    if not board:
+        why = "missing or invalid: no organ port can be opened"
+        print(json.dumps({"event": "error", "file": "board.json", "error": why}))
+        return
     settings = board.get("settings", {})
     sim = getattr(machine, "SIM", None)
     config = _load(settings.get("config", "/config.json"), {}) or {}
