@@ -19,8 +19,13 @@ import time
 
 BAUD = 115200
 BYTE_S = 10.0 / BAUD  # start + 8 data + stop bits
-WHOLE_WRITE_BYTES = 24  # a write this short is handed over whole, when its last byte is in
-DELIVER_MAX_BYTES = 12  # longer writes: ~1 ms of bytes per hand-over, as a UART FIFO would
+# A board's reader gets bytes as the ESP-IDF UART driver moves them out of the RX FIFO: when
+# 120 bytes are in (its default full threshold) or the line goes idle. So a write of up to 120
+# bytes (most frames) is handed over whole when its last byte is in, longer ones 120 bytes
+# (10.4 ms) at a time. A frame that arrives in one piece cannot be torn apart by a busy machine
+# (a pacer or a reader descheduled for 50 ms mid-frame would make the receiver abandon it).
+WHOLE_WRITE_BYTES = 120
+DELIVER_MAX_BYTES = 120
 WAKE_LEAD_S = 0.0001  # aim wake-ups this early: the OS adds ~0.1 ms to every timed sleep
 FIRST_ATTACH_S = 2.0  # bytes for a hold_first end never attached yet wait up to this long
 STALL_S = 0.02  # a hand-over this late after its bytes were due counts as a stall
