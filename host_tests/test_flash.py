@@ -227,6 +227,8 @@ def test_role_files_follow_the_imports():
     assert "organs/speaker.py" in speaker and "organs/led.py" not in speaker
     assert "master/app.py" in master and not any(x.startswith("organs/") for x in master)
     assert "menu.py" in master and "menu.py" not in led
+    links = {"master/httpd.py", "master/mcp.py", "master/bodyproto.py"}
+    assert links <= master, "the master's HTTP links would not be deployed: %s" % (links - master)
 
 
 def test_voice_data_files_travel_with_the_speaker():
