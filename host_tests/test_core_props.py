@@ -60,13 +60,14 @@ class RefDecoder:
         if not data:
             self.idle(now)
             return
-        self.now = now
-        if self.pending:
-            self._stale(now)
+        self.now = now  # bytes that come in are no evidence of quiet: that is idle()'s
         self.last = now
         self.c["bytes"] += len(data)
         self.pending += data
         self._scan()
+        if self.pending and now - self.since >= 90:  # still incomplete after the read
+            self.c["abandoned"] += 1
+            self._drop_sof()
 
     def idle(self, now):
         if self.pending:

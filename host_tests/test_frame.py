@@ -320,13 +320,24 @@ def test_idle_abandons_incomplete_candidate():
     _conserved(s, "abandon")
 
 
-def test_feed_applies_idle_rule_first():
+def test_only_an_empty_read_makes_a_quiet_line():
+    # Bytes read after a gap may have waited in the UART while the reader was held up, so a
+    # gap between two reads with data is no quiet line: the frame in progress is completed.
+    s = Sink()
+    s.dec.feed(HB[:5], 0)
+    s.dec.feed(HB[5:], 200)
+    assert s.got == [(3, b"")], "a late second read must not cost the frame: %r" % s.got
+    _check_counts(s.dec, "late read", abandoned=0, junk=0)
+    # An empty read 50 ms after the last byte is a quiet line: the corrupt header goes and
+    # the heartbeat it swallowed comes out.
     s = Sink()
     s.dec.feed(b"\xaa\x03\x10\x01\x2c", 0)
-    s.dec.feed(HB, 60)
-    assert s.got == [(3, b"")], (
-        "a quiet gap before new bytes abandons the old candidate: %r" % s.got
-    )
+    s.dec.feed(HB, 30)
+    assert s.got == [], "no empty read yet, nothing abandoned: %r" % s.got
+    s.dec.idle(79)
+    assert s.got == [], "49 ms of quiet is not 50: %r" % s.got
+    s.dec.idle(80)
+    assert s.got == [(3, b"")], "the empty read abandons the old candidate: %r" % s.got
     _check_counts(s.dec, "gap", abandoned=1, junk=5)
 
 
@@ -387,9 +398,11 @@ def test_empty_feed_is_an_idle_poll():
 
 
 def test_slow_frame_is_abandoned():
-    # a frame whose last byte comes more than 50 ms after the rest is not a frame
+    # a frame whose last byte comes more than 50 ms after the rest (the reader's empty polls
+    # saw the quiet line) is not a frame
     s = Sink()
     s.dec.feed(HB[:7], 0)
+    s.dec.idle(60)
     s.dec.feed(HB[7:], 80)
     s.dec.flush()
     assert s.got == [], "a frame with a 80 ms hole must not be delivered: %r" % s.got
@@ -479,9 +492,10 @@ def test_idle_abandons_every_stale_candidate():
     assert s.dec.pending() == 0, "nothing stays pending after a quiet line"
 
 
-def test_feed_after_gap_abandons_every_stale_candidate():
+def test_empty_read_after_gap_abandons_every_stale_candidate():
     s = Sink()
     s.dec.feed(b"\xaa\x03\x10\x01\x2c\xaa\x03\x10\x00\x40", 0)
+    s.dec.idle(60)
     s.dec.feed(HB, 60)
     assert s.got == [(3, b"")], "bytes after a quiet gap start clean, got %r" % s.got
     _check_counts(s.dec, "nested gap", abandoned=2, junk=10, frames=1)

@@ -86,3 +86,20 @@ def test_partial_write_is_finished_in_order_by_the_writer():
     link.write_once(11)
     got = b"".join(w[0] for w in uart.writes)
     assert got == frame.RESP_OK_FRAME, "the rest of the RESP, once and in order: %r" % got
+
+
+def test_a_held_up_reader_loses_no_frame():
+    # Half a COMMAND is read, then the board is busy for 200 ms while the rest waits in the
+    # UART; the writer's timers run first. They drain the UART before the quiet-line rule, so
+    # the COMMAND is taken and answered, not abandoned as a frame cut by a quiet line.
+    log = []
+    led = _organ(log)
+    uart = Uart(log)
+    link = Link(led.organ, uart, poll_ms=1)
+    uart.rx = ON[:6]
+    link.read_once(10)
+    uart.rx = ON[6:]
+    link.write_once(210)
+    assert [f for f, _ in uart.writes] == [frame.RESP_OK_FRAME], "answered: %r" % uart.writes
+    c = led.organ.counters()
+    assert c["abandoned"] == 0 and c["frames"] == 2, c

@@ -558,7 +558,9 @@ def test_run_ends_when_a_task_dies():
         assert "went away" in str(e), e
     else:
         assert False, "run must raise what killed its reader"
-    assert uart.reads == 21, "the reader polled until it failed: %d" % uart.reads
+    # the reader and the writer (which drains the UART before the timers) each stop at their
+    # first failed read: nobody keeps polling a dead UART
+    assert 21 <= uart.reads <= 22, "the UART was polled until it failed: %d" % uart.reads
 
 
 def test_run_refuses_an_invalid_organ():

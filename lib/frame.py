@@ -192,9 +192,10 @@ class Decoder:
                 self._now = now
                 self._stale(now)
             return
+        # Bytes that come in are no evidence of a quiet line (they may have waited in the UART
+        # while the reader was held up): the quiet rule is idle()'s, an empty read's. The age
+        # rule is applied after the read is taken, so a frame whose rest waited is completed.
         self._now = now
-        if self._fill:
-            self._stale(now)
         self._last = now
         self.bytes += n
         buf = self._buf
@@ -222,6 +223,8 @@ class Decoder:
                 self._process()
         if 1 < self._fill < 5:
             self._process()  # the read ended inside a header: refuse a wrong VER now
+        if self._fill and ticks_diff(now, self._since) >= self._age:
+            self._abandon()
 
     def idle(self, now):
         """The reader saw no byte (call it on every empty poll): apply the time rules."""

@@ -35,10 +35,13 @@ def _busy(sched, port):
     return busy
 
 
-async def _timer(b):
+async def _timer(b, links):
     while True:
         try:
-            b.tick(time.ticks_ms())
+            now = time.ticks_ms()
+            for link in links.values():
+                link.drain(now)
+            b.tick(now)
         except Exception as e:  # keep the timers alive; the error is on the log
             log.emit("error", [("where", "timer"), ("error", repr(e))])
         await asyncio.sleep_ms(TICK_MS)
@@ -66,7 +69,7 @@ async def run(
     for link in links.values():
         link.tasks()
     b.registry.start(time.ticks_ms())
-    asyncio.create_task(_timer(b))
+    asyncio.create_task(_timer(b, links))
     if http:
         try:
             await start_http(b, http[0], http[1], http_config)

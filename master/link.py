@@ -80,6 +80,16 @@ class Link:
             _tasks.remove(t)
             _tasks.push(t)
 
+    def drain(self, now):
+        """Feed whatever the UART holds (the timer calls this before the quiet-line rule, so a
+        reader that was held up never makes waiting bytes look like a quiet line)."""
+        uart, buf = self.uart, self.buf
+        while True:
+            n = uart.readinto(buf)
+            if not n:
+                return
+            self.registry.feed(self.index, buf, now, n)
+
     async def reader(self):
         s = asyncio.StreamReader(self.uart)
         uart = self.uart

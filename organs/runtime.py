@@ -384,8 +384,15 @@ class Link:
         self.organ.feed(self._rx, now, n)
         return n
 
+    def drain(self, now):
+        """Feed whatever the UART holds, so the timers' quiet-line rule never judges a line
+        whose bytes are only waiting for a reader that was held up."""
+        while self.read_once(now):
+            pass
+
     def write_once(self, now):
         """One writer step: timers, then every queued frame. Returns ms until the next timer."""
+        self.drain(now)
         wait = self.organ.poll(now)
         self.flush()
         return wait
@@ -442,7 +449,9 @@ class Link:
         """IO-wait mode only: the lifecycle and ability timers, waking the writer for output."""
         clock = self.clock
         while True:
-            wait = self.organ.poll(clock())
+            now = clock()
+            self.drain(now)
+            wait = self.organ.poll(now)
             await _sleep_ms(wait if wait < _CLOCK_MS else _CLOCK_MS)
 
 

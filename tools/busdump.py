@@ -390,6 +390,7 @@ class Dump:
             keep = self.dec.bytes - 2 * frame.MAX_LEN - 64
             while len(self.spans) > 1 and self.spans[0][0] < keep:
                 self.spans.pop(0)
+        self.dec.idle(tick)  # a capture line is a read: nothing came since the one before it
         self.dec.feed(data, tick)
 
     def end(self):
