@@ -1,46 +1,20 @@
 # Paths and launchers shared by the host tests (CPython side).
 import os
-import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.environ.get("ORGANBUS_SHARED", os.path.join(os.path.dirname(ROOT), "shared"))
 VECTORS = os.path.join(SHARED, "vectors", "v3_vectors.json")
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+# one definition of free_port: the tests pick ports the way the simulator does
+from sim import free_port  # noqa: E402,F401
+
 MICROPYPATH = ":".join(
     [".frozen", os.path.join(ROOT, "lib"), ROOT, os.path.join(ROOT, "host_tests")]
 )
-
-
-def free_port():
-    """A free loopback TCP port for a server that a test (or the simulator) starts next.
-
-    Picked at random below the kernel's ephemeral range (net.ipv4.ip_local_port_range), not
-    with bind(("127.0.0.1", 0)): a port from that range, released again, can be taken by any
-    outgoing connection on the machine (other test runs make hundreds a second) before the
-    server binds it, and the server then fails with EADDRINUSE.
-    """
-    low = 32768
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-            low = int(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        pass
-    rng = random.SystemRandom()
-    for _ in range(200):
-        s = socket.socket()
-        try:
-            # an unusual range (starting low) leaves only the kernel's own choice
-            s.bind(("127.0.0.1", rng.randrange(20000, low) if low > 21000 else 0))
-            return s.getsockname()[1]
-        except OSError:
-            continue
-        finally:
-            s.close()
-    raise OSError("no free loopback port below %d" % low)
 
 
 def micropython_exe():
