@@ -30,25 +30,23 @@ FINAL = (DONE, STARTED, STOPPED, REFUSED, TIMEOUT, OFFLINE, SKIPPED)
 
 
 class Step:
+    # Twelve attributes at most: a MicroPython instance keeps them in a hash map whose
+    # allocation steps up after 12 (and after 17), so every field here costs heap per step.
+    # Derived instead of stored: the plan index is key[2]; the owner's capability, module id
+    # and resource group are `own` (the registry's own tuple, shared); a continuous step's
+    # COMMAND_RESP tick is t_sent + ms.
     def __init__(self, run, i, st):
         self.run = run
-        self.i = i
         self.task_id = st["task_id"]
         self.action = st["action"]
         self.params = st["params"]
-        self.priority = st["priority"]
-        self.depends_on = st["depends_on"]
-        self.deps = []  # Steps this one waits for
-        self.key = (-self.priority, run.seq, i)  # dispatch order among ready steps
+        self.deps = ()  # Steps this one waits for
+        self.key = (-st["priority"], run.seq, i)  # dispatch order among ready steps
         self.status = PENDING
         self.reason = None
         self.port = None
-        self.cap = None
-        self.module_id = None
-        self.group = ""
+        self.own = None  # (port, capability, module_id) of the organ it was sent to
         self.t_sent = 0
-        self.t_resp = 0
-        self.answered = False
         self.ms = None
 
     def entry(self):
@@ -68,12 +66,14 @@ class Run:
         self.notes = list(notes)
         self.on_accept = on_accept
         self.on_done = on_done
-        self.steps = [Step(self, i, st) for i, st in enumerate(plan["steps"])]
+        sts = plan["steps"]
+        self.steps = [Step(self, i, st) for i, st in enumerate(sts)]
         by_id = {}
         for s in self.steps:
             by_id[s.task_id] = s
-        for s in self.steps:
-            s.deps = [by_id[d] for d in s.depends_on]
+        for i, st in enumerate(sts):
+            if st["depends_on"]:
+                self.steps[i].deps = tuple([by_id[d] for d in st["depends_on"]])
         self.order = sorted(self.steps, key=_key)  # dispatch order within this plan
         self.left = len(self.steps)
 
@@ -154,24 +154,22 @@ class Scheduler:
                 t = late[0]
                 t.run.notes.append(
                     "steps[%d] (%s): COMMAND_RESP %d came %d ms after the COMMAND, too late"
-                    % (t.i, t.task_id, status, ticks_diff(now, t.t_sent))
+                    % (t.key[2], t.task_id, status, ticks_diff(now, t.t_sent))
                 )
             return
         s.ms = ticks_diff(now, s.t_sent)
-        s.answered = True
         if s.run.on_accept:
             s.run.on_accept(s.task_id, status)
         if status != 0:
             s.reason = "%s answered %d (bad payload, unknown name or hardware refused)" % (
-                s.module_id,
+                s.own[2],
                 status,
             )
-            self._finish(s, REFUSED, now)
+            self._finish(s, REFUSED, now, True)
         elif self._continuous(s):
-            s.status = RUNNING
-            s.t_resp = now
+            s.status = RUNNING  # its COMMAND_RESP tick is t_sent + ms
         else:
-            self._finish(s, DONE, now)
+            self._finish(s, DONE, now, True)
         self._dispatch(now)
 
     def on_event(self, port, name, status, now):
@@ -195,7 +193,7 @@ class Scheduler:
         for run in list(self.runs):
             for s in run.steps:
                 if s.status in (SENT, RUNNING) and s.port == port:
-                    s.reason = "%s went offline" % s.module_id
+                    s.reason = "%s went offline" % s.own[2]
                     self._finish(s, OFFLINE, now)
                 elif s.status == PENDING and self.owner(s.action) is None:
                     s.reason = "no online organ offers %s" % s.action
@@ -219,16 +217,19 @@ class Scheduler:
                     self.late[s.port] = (s, now)
                     s.ms = ticks_diff(now, s.t_sent)
                     s.reason = "no COMMAND_RESP from %s within %d ms" % (
-                        s.module_id,
+                        s.own[2],
                         RESP_TIMEOUT_MS,
                     )
                     self._finish(s, TIMEOUT, now)
                     changed = True
-                elif s.status == RUNNING and ticks_diff(now, s.t_resp) >= s.cap["max_duration_ms"]:
+                elif (
+                    s.status == RUNNING
+                    and ticks_diff(now, s.t_sent) - s.ms >= s.own[1]["max_duration_ms"]
+                ):
                     s.ms = ticks_diff(now, s.t_sent)
                     run.notes.append(
                         "steps[%d] (%s): no EVENT within max_duration_ms %d; counted as finished"
-                        % (s.i, s.task_id, s.cap["max_duration_ms"])
+                        % (s.key[2], s.task_id, s.own[1]["max_duration_ms"])
                     )
                     self._finish(s, STARTED, now)
                     changed = True
@@ -243,7 +244,7 @@ class Scheduler:
                 if s.status == SENT:
                     d = RESP_TIMEOUT_MS - ticks_diff(now, s.t_sent)
                 elif s.status == RUNNING:
-                    d = s.cap["max_duration_ms"] - ticks_diff(now, s.t_resp)
+                    d = s.own[1]["max_duration_ms"] - (ticks_diff(now, s.t_sent) - s.ms)
                 else:
                     continue
                 if best is None or d < best:
@@ -258,18 +259,24 @@ class Scheduler:
 
     def _continuous(self, s):
         # continuous (and periodic / event-driven abilities with a duration) hold their group
-        return s.cap["exec_type"] != "immediate" and s.cap["max_duration_ms"] > 0
+        cap = s.own[1]
+        return cap["exec_type"] != "immediate" and cap["max_duration_ms"] > 0
 
     def _release(self, s):
-        if s.group and self.groups.get(s.group) is s:
-            del self.groups[s.group]
+        if s.own is not None:
+            group = s.own[1]["resource_group"]
+            if group and self.groups.get(group) is s:
+                del self.groups[group]
 
-    def _finish(self, s, status, now):
+    def _finish(self, s, status, now, answered=False):
+        # answered: its COMMAND_RESP came now (on_resp), or earlier (a RUNNING step)
+        if s.status == RUNNING:
+            answered = True
         s.status = status
         self._release(s)
         run = s.run
         run.left -= 1
-        if not s.answered and run.on_accept:
+        if not answered and run.on_accept:
             run.on_accept(s.task_id, status)
         if status not in GOOD:
             for t in run.steps:
@@ -342,9 +349,7 @@ class Scheduler:
                 self._finish(s, REFUSED, now)
                 continue
             s.port = port
-            s.cap = cap
-            s.module_id = module_id
-            s.group = group
+            s.own = own
             try:
                 f = self._frame(cap, s.params)
             except (ValueError, OverflowError) as e:  # validation keeps this from happening

@@ -288,7 +288,13 @@ def _unix_port(which, heapsize=None, mpy=None):
     args = ["tools/bench_master.py", which]
     path = MICROPYPATH
     if mpy:
-        args = ["-c", "import bench_master; bench_master._mp_main(%r)" % which]
+        # The port puts "" (the cwd, the repo root) first on sys.path: master/ would load from
+        # source there, compiled in the measured heap and fragmenting it, not from the .mpy.
+        args = [
+            "-c",
+            "import sys\nif '' in sys.path: sys.path.remove('')\n"
+            "import bench_master\nbench_master._mp_main(%r)" % which,
+        ]
         path = ":".join([mpy + "/lib", mpy, mpy + "/host_tests", mpy + "/tools"])
     r = run_micropython(args, heapsize=heapsize, path=path, timeout=300)
     lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
