@@ -18,6 +18,7 @@ import pytest
 import frame
 from command import decode_event, encode_command
 from descriptor import decode_descriptor
+from board_rig import DirectBoard
 from support import MICROPYPATH, ROOT, run_micropython
 
 SIM = os.path.join(ROOT, "tools", "sim.py")
@@ -362,80 +363,6 @@ def test_chime_is_the_same_on_both_interpreters():
         crc = crc16_pure(b, crc, 0, n)
         total += n
     assert r.stdout.split() == [str(total), str(crc)], (r.stdout, total, crc)
-
-
-class DirectBoard:
-    """A copy of a board's main.py and edited board.json, run on the unix port with simulated
-    machine, its UART on this test's socket (no cable in between). `without_voice` installs
-    the organs package without organs/voice, as a speaker board without the voice engine."""
-
-    def __init__(self, role_dir, edit, without_voice=False):
-        self.tmp = tempfile.mkdtemp(prefix="organ-direct-")
-        shutil.copy(os.path.join(ROOT, "boards", role_dir, "main.py"), self.tmp)
-        with open(os.path.join(ROOT, "boards", role_dir, "board.json")) as f:
-            cfg = json.load(f)
-        edit(cfg)
-        with open(os.path.join(self.tmp, "board.json"), "w") as f:
-            json.dump(cfg, f)
-        path = [os.path.join(ROOT, "tools", "simhw"), MICROPYPATH]
-        if without_voice:
-            lib = os.path.join(self.tmp, "lib")
-            shutil.copytree(
-                os.path.join(ROOT, "organs"),
-                os.path.join(lib, "organs"),
-                ignore=shutil.ignore_patterns("voice", "__pycache__"),
-            )
-            path.insert(1, lib)
-        self.pinlog = os.path.join(self.tmp, "pins.jsonl")
-        self.ls = socket.socket()
-        self.ls.bind(("127.0.0.1", 0))
-        self.ls.listen(1)
-        self.ls.settimeout(20)
-        env = dict(
-            os.environ,
-            MICROPYPATH=":".join(path),
-            ORGANBUS_SIM_UART1="connect:127.0.0.1:%d" % self.ls.getsockname()[1],
-            ORGANBUS_SIM_PINLOG=self.pinlog,
-            ORGANBUS_SIM_WAV=os.path.join(self.tmp, "audio.wav"),
-        )
-        exe = os.path.join(os.path.dirname(sys.executable), "micropython")
-        self.proc = subprocess.Popen(
-            [exe, os.path.join(self.tmp, "main.py")],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        self.conn, _ = self.ls.accept()
-        self.conn.settimeout(5)
-        self.got = []
-        self.dec = frame.Decoder(lambda t, p, n: self.got.append((t, bytes(p[:n]))))
-
-    def wait(self, ftype):
-        while True:
-            for i, (t, p) in enumerate(self.got):
-                if t == ftype:
-                    del self.got[: i + 1]
-                    return p
-            self.dec.feed(self.conn.recv(1024))
-
-    def command(self, payload):
-        self.conn.sendall(frame.encode(frame.COMMAND, payload))
-        p = self.wait(frame.COMMAND_RESP)
-        assert len(p) == 1, p
-        return p[0]
-
-    def stop(self):
-        self.proc.terminate()
-        out, err = self.proc.communicate(timeout=10)
-        self.ls.close()
-        self.conn.close()
-        lines = [json.loads(x) for x in out.splitlines() if x.startswith("{")]
-        return lines, err
-
-    def remove(self):
-        shutil.rmtree(self.tmp, ignore_errors=True)
 
 
 def test_active_low_gpio_led_board():

@@ -1,11 +1,5 @@
 # The voice inside the speaker organ process (unix port, simulated I2S): speak, announce, queue.
-import json
 import os
-import shutil
-import socket
-import subprocess
-import sys
-import tempfile
 import time
 import wave
 
@@ -14,7 +8,7 @@ from command import decode_event, encode_command
 from descriptor import decode_descriptor
 from organs.audio import Chime
 from organs.voice import Speech
-from support import MICROPYPATH, ROOT
+from board_rig import DirectBoard
 
 RATE = 11025
 
@@ -29,71 +23,32 @@ def _render(job):
         out += buf[:n]
 
 
-class SpeakerBoard:
+class SpeakerBoard(DirectBoard):
     """boards/speaker_organ/main.py on the unix port, UART on this test's socket, takes of the
     simulated I2S as WAV files in a folder."""
 
     def __init__(self):
-        self.tmp = tempfile.mkdtemp(prefix="voice-body-")
-        self.wavdir = os.path.join(self.tmp, "wav")
-        self.ls = socket.socket()
-        self.ls.bind(("127.0.0.1", 0))
-        self.ls.listen(1)
-        self.ls.settimeout(20)
-        env = dict(
-            os.environ,
-            MICROPYPATH=":".join([os.path.join(ROOT, "tools", "simhw"), MICROPYPATH]),
-            ORGANBUS_SIM_UART1="connect:127.0.0.1:%d" % self.ls.getsockname()[1],
-            ORGANBUS_SIM_WAV=self.wavdir,
-            ORGANBUS_SIM_PINLOG=os.path.join(self.tmp, "pins.jsonl"),
-        )
-        exe = os.path.join(os.path.dirname(sys.executable), "micropython")
-        self.proc = subprocess.Popen(
-            [exe, os.path.join(ROOT, "boards", "speaker_organ", "main.py")],
-            cwd=os.path.join(ROOT, "boards", "speaker_organ"),
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        self.conn, _ = self.ls.accept()
-        self.conn.settimeout(30)
-        self.got = []
-        self.dec = frame.Decoder(lambda t, p, n: self.got.append((t, bytes(p[:n]))))
-
-    def wait(self, ftype):
-        while True:
-            for i, (t, p) in enumerate(self.got):
-                if t == ftype:
-                    del self.got[: i + 1]
-                    return p
-            data = self.conn.recv(1024)
-            assert data, "the speaker organ closed its UART"
-            self.dec.feed(data)
+        DirectBoard.__init__(self, "speaker_organ", wav_dir=True, timeout=30)
 
     def command(self, name, text=None):
-        self.conn.sendall(frame.encode(frame.COMMAND, encode_command(name, (), text)))
-        p = self.wait(frame.COMMAND_RESP)
-        return p[0]
+        return DirectBoard.command(self, encode_command(name, (), text))
 
     def event(self):
         return decode_event(self.wait(frame.EVENT), -1)
 
     def takes(self):
         out = []
-        for name in sorted(os.listdir(self.wavdir)):
-            with wave.open(os.path.join(self.wavdir, name), "rb") as w:
+        for name in sorted(os.listdir(self.wav)):
+            with wave.open(os.path.join(self.wav, name), "rb") as w:
                 assert w.getframerate() == RATE and w.getsampwidth() == 2
                 out.append(w.readframes(w.getnframes()))
         return out
 
     def close(self):
-        self.proc.terminate()
-        out, err = self.proc.communicate(timeout=10)
-        self.ls.close()
-        self.conn.close()
-        shutil.rmtree(self.tmp, ignore_errors=True)
-        return [json.loads(x) for x in out.splitlines() if x.startswith("{")], err
+        try:
+            return self.stop()
+        finally:
+            self.remove()
 
 
 def test_speaker_organ_speaks_announces_and_queues_speech():
