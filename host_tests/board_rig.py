@@ -7,7 +7,7 @@ import subprocess
 import sys
 import tempfile
 
-import frame
+from organbus import frame
 from support import MICROPYPATH, ROOT
 
 

@@ -11,8 +11,8 @@ from support import ROOT
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 
 import sim  # noqa: E402  (tools/sim.py)
-import frame  # noqa: E402  (lib/)
-import command  # noqa: E402
+from organbus import frame  # noqa: E402  (lib/)
+from organbus import command  # noqa: E402
 
 LED = ["led_blink", "led_off", "led_on"]
 SPEAKER_MIN = ["chime"]  # speak/announce too when the voice is installed

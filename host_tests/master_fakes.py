@@ -1,7 +1,7 @@
 # Scripted fake organs and a fake clock around the master's sans-IO core (both interpreters).
-import command
-import frame
-from descriptor import encode_descriptor
+from organbus import command
+from organbus import frame
+from organbus.descriptor import encode_descriptor
 
 from master.body import Body
 from master.registry import Registry

@@ -3,7 +3,7 @@ import json
 import sys
 
 import master_fakes as mf
-from menu import build_menu
+from organbus.menu import build_menu
 
 MENU = build_menu(mf.menu_caps(mf.led(), mf.speaker()))
 MENU_NAMES = "led_on, led_off, led_blink, speak, announce, chime"

@@ -468,9 +468,9 @@ def test_serial_port_live(tmp_path):
 
 def _random_capture(rnd):
     sys.path.insert(0, os.path.join(ROOT, "lib"))
-    import command
-    import descriptor
-    import frame
+    from organbus import command
+    from organbus import descriptor
+    from organbus import frame
 
     floats = [struct.unpack(">f", struct.pack(">I", rnd.getrandbits(32)))[0] for _ in range(40)]
     floats = [x for x in floats if x == x and abs(x) != float("inf")]

@@ -1,6 +1,6 @@
 # DESCRIPTOR, COMMAND and EVENT codecs: every validation rule with its reason, organ-side clamping, UTF-8.
-import command
-import descriptor
+from organbus import command
+from organbus import descriptor
 
 UNIX_PORT = True
 

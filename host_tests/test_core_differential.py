@@ -5,12 +5,12 @@ import random
 
 from support import ROOT, run_micropython
 
-import frame
+from organbus import frame
 
 # The driver runs unchanged on both interpreters: it reads streams.json, prints results as JSON.
 DRIVER = r"""
 import json
-import frame
+from organbus import frame
 
 
 def run_streams(streams):

@@ -12,7 +12,7 @@ SCRIPT = r"""
 import gc, json, sys
 from array import array
 import micropython
-import frame
+from organbus import frame
 
 N = %(n)d
 counts = array("I", [0] * 256)

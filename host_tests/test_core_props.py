@@ -5,8 +5,8 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-import frame
-from crc16 import crc16_pure
+from organbus import frame
+from organbus.crc16 import crc16_pure
 
 COUNTERS = frame.COUNTER_NAMES
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -362,8 +362,8 @@ def test_decoder_matches_reference_model(events):
 import math  # noqa: E402
 import struct  # noqa: E402
 
-import command  # noqa: E402
-import descriptor  # noqa: E402
+from organbus import command  # noqa: E402
+from organbus import descriptor  # noqa: E402
 
 lower = "abcdefghijklmnopqrstuvwxyz"
 ident = st.builds(

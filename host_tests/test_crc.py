@@ -1,7 +1,7 @@
 # CRC-16/MODBUS: check value, buffer kinds, incremental use, ranges, fast path against the pure one.
 import sys
 
-from crc16 import crc16, crc16_pure
+from organbus.crc16 import crc16, crc16_pure
 
 UNIX_PORT = True
 
@@ -133,7 +133,7 @@ def test_empty_buffers_of_every_kind():
 
 
 def test_raw_fast_path():
-    from crc16 import TABLE, crc16_raw
+    from organbus.crc16 import TABLE, crc16_raw
 
     data = _rand_bytes(300, 77)
     for a, b in ((0, 300), (1, 296), (7, 7), (9, 8), (0, 15), (0, 16), (0, 17), (3, 35)):

@@ -269,7 +269,7 @@ def scenario_fault_storm(out):
 
 
 def sim_frame_type(name):
-    import frame
+    from organbus import frame
 
     return getattr(frame, name)
 

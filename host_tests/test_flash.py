@@ -196,11 +196,11 @@ def test_missing_firmware_modules():
 
 def test_frozen_modules_are_not_copied():
     files = flash.role_files("master")
-    frozen = flash.frozen_in(info(modules=["frame", "master/app", "sys"]), files)
-    assert sorted(frozen) == ["frame.py", "master/app.py"], frozen
+    frozen = flash.frozen_in(info(modules=["organbus/frame", "master/app", "sys"]), files)
+    assert sorted(frozen) == ["master/app.py", "organbus/frame.py"], frozen
     plan = flash.compile_plan(files, "rv32imc", "/stage", frozen)
     dests = [d for _, _, _, d in plan]
-    assert "/lib/frame.mpy" not in dests and "/lib/master/body.mpy" in dests, dests
+    assert "/lib/organbus/frame.mpy" not in dests and "/lib/master/body.mpy" in dests, dests
 
 
 # -- which files a role needs ---------------------------------------------------------------------
@@ -220,13 +220,13 @@ def _closed(role):
 
 def test_role_files_follow_the_imports():
     led, speaker, master = _closed("led"), _closed("speaker"), _closed("master")
-    core = {"crc16.py", "frame.py", "descriptor.py", "command.py"}
+    core = {"organbus/" + m + ".py" for m in ("__init__", "crc16", "frame", "descriptor", "command")}
     for role, d in (("led", led), ("speaker", speaker), ("master", master)):
         assert core <= d, "%s lacks the core: %s" % (role, core - d)
     assert "organs/led.py" in led and not any(x.startswith("master/") for x in led)
     assert "organs/speaker.py" in speaker and "organs/led.py" not in speaker
     assert "master/app.py" in master and not any(x.startswith("organs/") for x in master)
-    assert "menu.py" in master and "menu.py" not in led
+    assert "organbus/menu.py" in master and "organbus/menu.py" not in led
     links = {"master/httpd.py", "master/mcp.py", "master/bodyproto.py"}
     assert links <= master, "the master's HTTP links would not be deployed: %s" % (links - master)
 
@@ -247,7 +247,13 @@ def test_voice_data_files_travel_with_the_speaker():
 def test_compiled_files_carry_the_c6_header(tmp_path):
     out = tmp_path / "crc16.mpy"
     r = subprocess.run(
-        [mpy_cross_exe(), "-march=rv32imc", "-o", str(out), os.path.join(ROOT, "lib", "crc16.py")],
+        [
+            mpy_cross_exe(),
+            "-march=rv32imc",
+            "-o",
+            str(out),
+            os.path.join(ROOT, "lib", "organbus", "crc16.py"),
+        ],
         capture_output=True,
         text=True,
     )

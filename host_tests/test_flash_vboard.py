@@ -100,8 +100,11 @@ def test_mip_installs_the_protocol_core_from_the_working_copy(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     with open(os.path.join(ROOT, "package.json")) as f:
         urls = json.load(f)["urls"]
-    lib = sorted(n for n in os.listdir(os.path.join(ROOT, "lib")) if n.endswith(".py"))
-    assert sorted(dest for dest, _ in urls) == lib, "package.json must list every lib/*.py"
+    core = os.path.join(ROOT, "lib", "organbus")
+    lib = sorted(
+        "organbus/" + n for n in os.listdir(core) if n.endswith(".py") and n != "manifest.py"
+    )
+    assert sorted(dest for dest, _ in urls) == lib, "package.json must list every lib/organbus/*.py"
     for dest, src in urls:
         got = (tmp_path / "flash" / "lib" / dest).read_bytes()
         assert got == open(os.path.join(ROOT, src), "rb").read(), dest
@@ -113,7 +116,10 @@ def test_mip_installs_the_protocol_core_from_the_working_copy(tmp_path):
 def test_deploy_led_lands_c6_mpy_files_and_removes_stale_ones(tmp_path):
     fl = tmp_path / "flash"
     (fl / "lib" / "organs").mkdir(parents=True)
-    (fl / "lib" / "frame.py").write_text("raise ImportError('stale source shadows frame.mpy')\n")
+    (fl / "lib" / "organbus").mkdir(parents=True)
+    (fl / "lib" / "organbus" / "frame.py").write_text(
+        "raise ImportError('stale source shadows frame.mpy')\n"
+    )
     (fl / "lib" / "organs" / "gone.mpy").write_bytes(b"M\x06\x00\x1f")
     (fl / "lib" / "keepme.txt").write_text("not ours")
     with VirtualBoard(fl) as vb:
@@ -131,7 +137,7 @@ def test_deploy_led_lands_c6_mpy_files_and_removes_stale_ones(tmp_path):
             assert ver == 6 and bits <= 31, "%s is not for a 32-bit board: %r" % (name, (ver, bits))
             assert arch in (None, "rv32imc"), "%s has %s native code" % (name, arch)
             native += [name] if arch else []
-    assert "lib/crc16.mpy" in native, "the viper CRC must be rv32imc machine code: %s" % native
+    assert "lib/organbus/crc16.mpy" in native, "the viper CRC must be rv32imc machine code: %s" % native
     src = os.path.join(ROOT, "boards", "led_organ")
     assert open(got["main.py"], "rb").read() == open(os.path.join(src, "main.py"), "rb").read()
     assert json.load(open(got["board.json"])) == json.load(open(os.path.join(src, "board.json")))
@@ -149,7 +155,7 @@ def test_deployed_led_runs_and_its_descriptor_comes_out_of_its_uart(tmp_path):
     assert json_after(r.stdout, "descriptor (built on the board): ") == want, r.stdout
     assert json_after(r.stdout, "descriptor (read off the UART): ") == want, r.stdout
     assert json_after(r.stdout, "console: ") == {"event": "boot", "module_id": "LED_001"}
-    crc = landed(tmp_path / "flash")["lib/crc16.mpy"]
+    crc = landed(tmp_path / "flash")["lib/organbus/crc16.mpy"]
     assert flash.mpy_header(crc)[2] == "x64", "--arch x64: the viper CRC is x64 machine code here"
 
 

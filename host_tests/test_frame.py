@@ -1,8 +1,8 @@
 # Frame encoder and streaming Decoder: chunking, rejection and resume rules, the 50 ms idle rule, counters.
 import sys
 
-import frame
-from crc16 import crc16_pure
+from organbus import frame
+from organbus.crc16 import crc16_pure
 
 UNIX_PORT = True
 

@@ -1,8 +1,8 @@
 # Registry lifecycle (PROTOCOL.md section 7) with scripted fake organs on a fake clock.
-import frame
+from organbus import frame
 import master_fakes as mf
 import micropython
-from descriptor import encode_descriptor
+from organbus.descriptor import encode_descriptor
 
 UNIX_PORT = True
 

@@ -6,7 +6,7 @@ import asyncio
 import io
 import micropython
 
-import frame
+from organbus import frame
 from master.link import IDLE_POLL_MS, Link
 
 busy = [False]

@@ -1,5 +1,5 @@
 # Scheduler semantics with fake organs on a fake clock: order, priority, groups, releases, timeouts, skips.
-import frame
+from organbus import frame
 import master_fakes as mf
 import plan_corpus as pc
 

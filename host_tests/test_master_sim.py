@@ -9,10 +9,10 @@ import threading
 import time
 import urllib.request
 
-import frame
+from organbus import frame
 import master_fakes as mf
 import plan_corpus as pc
-from descriptor import encode_descriptor
+from organbus.descriptor import encode_descriptor
 
 from support import ROOT, free_port as _free_port
 

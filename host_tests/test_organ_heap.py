@@ -3,8 +3,8 @@ import asyncio
 
 import micropython
 
-import frame
-from command import encode_command
+from organbus import frame
+from organbus.command import encode_command
 from organs.led import LedOrgan, Light
 from organs.runtime import Link
 

@@ -1,7 +1,7 @@
 # LED organ on a fake clock with fake Pin/NeoPixel: section-9 contract, on/off, blink timing, stops.
-import frame
-from command import decode_event, encode_command
-from descriptor import decode_descriptor
+from organbus import frame
+from organbus.command import decode_event, encode_command
+from organbus.descriptor import decode_descriptor
 from organs.led import LedOrgan, Light
 
 UNIX_PORT = True

@@ -1,6 +1,6 @@
 # Organ link: a COMMAND_RESP goes into the UART in the reader step that decoded its COMMAND, before the event line.
-import frame
-from command import encode_command
+from organbus import frame
+from organbus.command import encode_command
 from organs.led import LedOrgan, Light
 from organs.runtime import Link
 

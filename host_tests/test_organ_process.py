@@ -15,9 +15,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-import frame
-from command import decode_event, encode_command
-from descriptor import decode_descriptor
+from organbus import frame
+from organbus.command import decode_event, encode_command
+from organbus.descriptor import decode_descriptor
 from board_rig import DirectBoard
 from support import MICROPYPATH, ROOT, run_micropython
 
@@ -343,12 +343,12 @@ def test_board_without_its_pin_does_not_start():
 
 def test_chime_is_the_same_on_both_interpreters():
     # The unix port renders through the viper inner loop, CPython through the pure twin.
-    from crc16 import crc16_pure
+    from organbus.crc16 import crc16_pure
 
     from organs.audio import Chime
 
     code = (
-        "from organs.audio import Chime\nfrom crc16 import crc16_pure\n"
+        "from organs.audio import Chime\nfrom organbus.crc16 import crc16_pure\n"
         "c = Chime(11025)\nb = bytearray(1024)\ncrc = 0xFFFF\nt = 0\n"
         "while True:\n n = c.fill(b)\n if not n: break\n"
         " crc = crc16_pure(b, crc, 0, n)\n t += n\nprint(t, crc)\n"

@@ -2,9 +2,9 @@
 import json
 import struct
 
-import frame
-from command import decode_event, encode_command
-from descriptor import decode_descriptor
+from organbus import frame
+from organbus.command import decode_event, encode_command
+from organbus.descriptor import decode_descriptor
 from organs.runtime import ANNOUNCING, REGISTERED, STOPPED, Organ
 
 UNIX_PORT = True

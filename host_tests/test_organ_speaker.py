@@ -2,9 +2,9 @@
 import asyncio
 import math
 
-import frame
-from command import decode_event, encode_command
-from descriptor import decode_descriptor
+from organbus import frame
+from organbus.command import decode_event, encode_command
+from organbus.descriptor import decode_descriptor
 from organs.audio import CHIME_MS, AudioOut, Chime
 from organs.speaker import SpeakerOrgan
 

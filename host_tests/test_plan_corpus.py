@@ -1,7 +1,7 @@
 # Plan validation against the section 8 rules: positive, noted and negative corpora, on both interpreters.
-import frame
+from organbus import frame
 import master_fakes as mf
-import plan
+from organbus import plan
 import plan_corpus as pc
 
 UNIX_PORT = True
@@ -87,7 +87,7 @@ def test_numbers_forwarded_as_given():
 
 
 def test_empty_menu_lists_nothing():
-    from menu import build_menu
+    from organbus.menu import build_menu
 
     m = build_menu([])
     out, problems, notes = plan.validate_plan(pc.text(pc.plan([pc.step("t1", "led_on")])), m)

@@ -5,7 +5,7 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import plan
+from organbus import plan
 import plan_corpus as pc
 from master.scheduler import command_frame
 

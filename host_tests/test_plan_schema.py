@@ -3,7 +3,7 @@ import json
 
 import jsonschema
 import plan_corpus as pc
-from menu import build_menu, plan_schema
+from organbus.menu import build_menu, plan_schema
 
 import master_fakes as mf
 

@@ -11,8 +11,8 @@ from support import ROOT, free_port as _free_port
 
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 import sim  # noqa: E402
-import frame  # noqa: E402
-import command  # noqa: E402
+from organbus import frame  # noqa: E402
+from organbus import command  # noqa: E402
 
 SIM = [sys.executable, os.path.join(ROOT, "tools", "sim.py")]
 

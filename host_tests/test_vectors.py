@@ -2,10 +2,10 @@
 import json
 import os
 
-import command
-import descriptor
-import frame
-from crc16 import crc16, crc16_pure
+from organbus import command
+from organbus import descriptor
+from organbus import frame
+from organbus.crc16 import crc16, crc16_pure
 
 UNIX_PORT = True
 

@@ -3,9 +3,9 @@ import os
 import time
 import wave
 
-import frame
-from command import decode_event, encode_command
-from descriptor import decode_descriptor
+from organbus import frame
+from organbus.command import decode_event, encode_command
+from organbus.descriptor import decode_descriptor
 from organs.audio import Chime
 from organs.voice import Speech
 from board_rig import DirectBoard

@@ -4,9 +4,9 @@ try:
 except ImportError:  # pragma: no cover
     asyncio = None
 
-import menu as _menu
-import plan as _plan
-from frame import ticks_diff
+from organbus import menu as _menu
+from organbus import plan as _plan
+from organbus.frame import ticks_diff
 
 SPEAK_FRESH_MS = 3000  # speak_ready wants a frame from the speaker this recently (heartbeat 1 s)
 

@@ -5,10 +5,10 @@
 # DESCRIPTOR identical to the registered one (compared byte by byte against `raw`, then ACKed).
 from micropython import const
 
-import command
-import frame
-from descriptor import DescriptorError, decode_descriptor
-from frame import ticks_diff
+from organbus import command
+from organbus import frame
+from organbus.descriptor import DescriptorError, decode_descriptor
+from organbus.frame import ticks_diff
 
 from master import log
 

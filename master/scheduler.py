@@ -6,9 +6,9 @@
 # Times are ms ticks passed in; COMMAND frames leave through send(port, frame_bytes).
 from micropython import const
 
-import command
-import frame
-from frame import ticks_diff
+from organbus import command
+from organbus import frame
+from organbus.frame import ticks_diff
 
 RESP_TIMEOUT_MS = const(1000)
 SETTLE_MS = const(250)  # after a timeout the link stays quiet this long: a late answer is not

@@ -3,9 +3,16 @@ import json
 
 from micropython import const
 
-import frame
-from command import CommandError, clamp_text, clamp_value, decode_command, encode_event, name_is
-from descriptor import DescriptorError, encode_descriptor, validate_descriptor
+from organbus import frame
+from organbus.command import (
+    CommandError,
+    clamp_text,
+    clamp_value,
+    decode_command,
+    encode_event,
+    name_is,
+)
+from organbus.descriptor import DescriptorError, encode_descriptor, validate_descriptor
 
 try:
     from time import ticks_add, ticks_diff, ticks_ms

@@ -108,7 +108,7 @@ def best_of(fn, trials):
 def bench_crc(trials=301):
     import binascii
 
-    from crc16 import crc16, crc16_pure
+    from organbus.crc16 import crc16, crc16_pure
 
     rnd = Rand(2024)
     buf = bytes(rnd.bytes(4096))
@@ -171,8 +171,8 @@ def build_mix(rnd, cycles):
     """A link's traffic, both directions: per cycle 5 heartbeats, 1 descriptor, 2 spoken
     commands with 10..120 bytes of text, 1 led_blink, 3 COMMAND_RESP, 1 EVENT; then junk
     bytes (random, 0xAA included) worth 5% of the stream between frames."""
-    import command
-    import frame
+    from organbus import command
+    from organbus import frame
 
     desc = bytes.fromhex(
         "074c45445f303031036c65640100010003066c65645f6f6e125475726e20746865206c69676874206f6e"
@@ -234,7 +234,7 @@ def chunked(rnd, stream, most=128):
 def bench_decoder(trials=41):
     import gc
 
-    import frame
+    from organbus import frame
     import micropython
 
     rnd = Rand(7)

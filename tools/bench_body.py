@@ -35,8 +35,8 @@ for p in (HERE, os.path.join(ROOT, "lib"), os.path.join(ROOT, "tools", "shim")):
 
 import bus  # noqa: E402
 import sim  # noqa: E402
-import frame  # noqa: E402
-import command  # noqa: E402
+from organbus import frame  # noqa: E402
+from organbus import command  # noqa: E402
 
 
 def plan_of(actions):
@@ -225,7 +225,8 @@ def floor_figures(cmds, steps=16):
 # IO wait, same UART layer and the same two process wake-ups per round trip as the firmware,
 # no protocol work: what any firmware in this simulator can at best reach.
 _ECHO = """
-import asyncio, os, machine, frame, command
+import asyncio, os, machine
+from organbus import frame, command
 ON = frame.encode(frame.COMMAND, command.encode_command("led_on"))
 OFF = frame.encode(frame.COMMAND, command.encode_command("led_off"))
 RESP = frame.RESP_OK_FRAME

@@ -53,7 +53,7 @@ def _stream16():
 
 def _overhead():
     # Registry + Scheduler + Body with an instant organ: the time the master itself spends.
-    import frame
+    from organbus import frame
     import master_fakes as mf
     from master.body import Body
     from master.registry import Registry
@@ -89,7 +89,7 @@ def _steps(body, reg, out, raw, now):
     # the time and the bytes allocated (GC off) until the next COMMAND is handed to the link.
     import gc
 
-    import frame
+    from organbus import frame
     import master_fakes as mf
 
     ev_cache = {}
@@ -131,7 +131,7 @@ def _steps(body, reg, out, raw, now):
 def _heap_per_heartbeat():
     import gc
 
-    import frame
+    from organbus import frame
     import master_fakes as mf
 
     rig = mf.standard_rig()
@@ -266,7 +266,9 @@ def _mp_main(which):
     import gc
 
     gc.collect()
-    import frame  # noqa: F401  (its 4 KB CRC table first, while the heap is unfragmented)
+    from organbus import (
+        frame,
+    )  # noqa: F401  (its 4 KB CRC table first, while the heap is unfragmented)
 
     if which == "overhead":
         r = _overhead()
@@ -320,7 +322,7 @@ def _link_heap(n=300):
             sys.path.insert(0, p)
     from support import MICROPYPATH, micropython_exe
 
-    import frame
+    from organbus import frame
     import master_fakes as mf
 
     srv = socket.socket()
@@ -377,7 +379,7 @@ def _precompiled(tmp):
     sys.path.insert(0, os.path.join(root, "host_tests"))
     from support import mpy_cross_exe
 
-    files = glob.glob(os.path.join(root, "lib", "*.py")) + glob.glob(
+    files = glob.glob(os.path.join(root, "lib", "organbus", "*.py")) + glob.glob(
         os.path.join(root, "master", "*.py")
     )
     files += [os.path.join(root, "host_tests", "master_fakes.py"), os.path.abspath(__file__)]

@@ -23,13 +23,14 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [os.path.join(ROOT, "tools", "shim"), ROOT, os.path.join(ROOT, "lib")]
 
-import frame  # noqa: E402
-from command import encode_command  # noqa: E402
+from organbus import frame  # noqa: E402
+from organbus.command import encode_command  # noqa: E402
 
 _ALLOC = """
 import asyncio, gc, socket, sys, time
-import machine, frame
-from command import encode_command
+import machine
+from organbus import frame
+from organbus.command import encode_command
 from organs.led import LedOrgan, Light
 from organs.runtime import Link
 mode, port = int(sys.argv[1]), int(sys.argv[2])

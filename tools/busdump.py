@@ -35,9 +35,9 @@ for _p in _extra:
 
 import struct  # noqa: E402
 
-import command  # noqa: E402
-import descriptor  # noqa: E402
-import frame  # noqa: E402
+from organbus import command  # noqa: E402
+from organbus import descriptor  # noqa: E402
+from organbus import frame  # noqa: E402
 
 _US = 1000  # the decoder's ticks are microseconds of capture time (Decoder tick_ms=1000)
 _LONG_NS = 1000000000  # a gap longer than 1 s is fed as 1 s (ticks stay far from wrapping)

@@ -32,7 +32,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 BOARDS = os.path.join(ROOT, "boards")
 LIB = os.path.join(ROOT, "lib")
-PACKAGE_ROOTS = ("master", "organs")  # packages installed under /lib on a board
+PACKAGE_ROOTS = ("organbus", "master", "organs")  # packages installed under /lib on a board
 
 ROLES = {"master": "c6_master", "led": "led_organ", "speaker": "speaker_organ"}
 CHIP_ARCH = {
@@ -196,12 +196,8 @@ def check_board(board):
 def _resolve(name):
     """Source file for a dotted module name in the device tree, or None (firmware module)."""
     parts = name.split(".")
-    if len(parts) == 1:
-        f = os.path.join(LIB, name + ".py")
-        if os.path.isfile(f):
-            return f, name + ".py"
     if parts[0] in PACKAGE_ROOTS:
-        base = os.path.join(ROOT, *parts)
+        base = os.path.join(LIB if parts[0] == "organbus" else ROOT, *parts)
         if os.path.isfile(os.path.join(base, "__init__.py")):
             return os.path.join(base, "__init__.py"), "/".join(parts) + "/__init__.py"
         if os.path.isfile(base + ".py"):
@@ -656,7 +652,7 @@ def copy_commands(port, plan, files, stage, role, board, cfg_path, force):
     keep = {}
     for d in dests:
         folder, _, name = d.rpartition("/")
-        if folder.startswith(("/lib/master", "/lib/organs")):
+        if folder.startswith(("/lib/organbus", "/lib/master", "/lib/organs")):
             keep.setdefault(folder, []).append(name)
     args = ["resume", "exec", prepare_code(full_dirs, (twins, sorted(keep.items())))]
     by_dir = {}
@@ -687,7 +683,8 @@ DESCRIPTOR_CODE = {
     ),
 }
 DESCRIPTOR_TAIL = """
-import json, frame, descriptor, binascii
+import json, binascii
+from organbus import frame, descriptor
 _s = json.load(open('/board.json')).get('settings', {})
 if 'module_id' in _s:
     _kw['module_id'] = _s['module_id']
@@ -700,7 +697,7 @@ print(%r, binascii.hexlify(frame.encode(frame.DESCRIPTOR, descriptor.encode_desc
 def _decode_frames(data):
     """Legal frames in a byte string, with the host's copy of the protocol core."""
     sys.path[:0] = [p for p in (os.path.join(HERE, "shim"), LIB) if p not in sys.path]
-    import frame
+    from organbus import frame
 
     out = []
     dec = frame.Decoder(lambda t, payload, n: out.append((t, bytes(payload[:n]))))
@@ -711,7 +708,7 @@ def _decode_frames(data):
 
 def describe(payload):
     sys.path[:0] = [p for p in (os.path.join(HERE, "shim"), LIB) if p not in sys.path]
-    from descriptor import decode_descriptor
+    from organbus.descriptor import decode_descriptor
 
     return decode_descriptor(payload)
 

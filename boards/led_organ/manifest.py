@@ -2,10 +2,6 @@
 # Build from ports/esp32: make BOARD=ESP32_GENERIC_C6 FROZEN_MANIFEST=/path/to/boards/led_organ/manifest.py
 include("$(PORT_DIR)/boards/manifest.py")
 
-module("command.py", base_path="../../lib")
-module("crc16.py", base_path="../../lib")
-module("descriptor.py", base_path="../../lib")
-module("frame.py", base_path="../../lib")
-module("utf8.py", base_path="../../lib")
+include("../../lib/organbus/manifest.py")
 
 package("organs", files=["__init__.py", "board.py", "runtime.py", "led.py"], base_path="../..")

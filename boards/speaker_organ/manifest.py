@@ -2,11 +2,7 @@
 # Build from ports/esp32: make BOARD=ESP32_GENERIC_C6 FROZEN_MANIFEST=/path/to/boards/speaker_organ/manifest.py
 include("$(PORT_DIR)/boards/manifest.py")
 
-module("command.py", base_path="../../lib")
-module("crc16.py", base_path="../../lib")
-module("descriptor.py", base_path="../../lib")
-module("frame.py", base_path="../../lib")
-module("utf8.py", base_path="../../lib")
+include("../../lib/organbus/manifest.py")
 
 # Only the protocol core is frozen. The organs package stays on the filesystem (tools/flash.py
 # copies it): a frozen package cannot hold a subpackage from /lib, and organs/voice reads its

@@ -2,7 +2,7 @@
 import math
 import struct
 
-from utf8 import clip_text, truncate_utf8, valid_utf8  # noqa: F401 (re-exported)
+from organbus.utf8 import clip_text, truncate_utf8, valid_utf8  # noqa: F401 (re-exported)
 
 EVENT_DONE = 1
 MAX_TEXT = 240

@@ -2,7 +2,7 @@
 import math
 import struct
 
-from utf8 import valid_utf8
+from organbus.utf8 import valid_utf8
 
 EXEC_TYPES = ("immediate", "continuous", "periodic", "event_driven")
 PARAM_TYPES = ("int", "float", "string", "bool")

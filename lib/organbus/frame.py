@@ -4,8 +4,8 @@ import sys
 import micropython
 from micropython import const
 
-from crc16 import TABLE as _CRC_TABLE
-from crc16 import crc16, crc16_raw
+from organbus.crc16 import TABLE as _CRC_TABLE
+from organbus.crc16 import crc16, crc16_raw
 
 try:
     from time import ticks_diff

@@ -1,0 +1,1 @@
+# organbus: the Protocol V3 core (frames, descriptors, commands, menu, plans), one module for every interpreter.
