@@ -284,7 +284,7 @@ def _mp_main(which):
 def _unix_port(which, heapsize=None, mpy=None):
     here = os.path.dirname(os.path.abspath(__file__))
     root = os.path.dirname(here)
-    sys.path.insert(0, os.path.join(root, "host_tests"))
+    sys.path.insert(0, os.path.join(root, "host_tests", "helpers"))
     from support import MICROPYPATH, run_micropython
 
     args = ["tools/bench_master.py", which]
@@ -297,7 +297,7 @@ def _unix_port(which, heapsize=None, mpy=None):
             "import sys\nif '' in sys.path: sys.path.remove('')\n"
             "import bench_master\nbench_master._mp_main(%r)" % which,
         ]
-        path = ":".join([mpy + "/lib", mpy, mpy + "/host_tests", mpy + "/tools"])
+        path = ":".join([mpy + "/lib", mpy, mpy + "/host_tests/helpers", mpy + "/tools"])
     r = run_micropython(args, heapsize=heapsize, path=path, timeout=300)
     lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
     if r.returncode != 0 or not lines:
@@ -314,7 +314,7 @@ def _link_heap(n=300):
     root = os.path.dirname(here)
     for p in (
         root,
-        os.path.join(root, "host_tests"),
+        os.path.join(root, "host_tests", "helpers"),
         os.path.join(root, "lib"),
         os.path.join(here, "shim"),
     ):
@@ -376,13 +376,16 @@ def _precompiled(tmp):
         return None
     here = os.path.dirname(os.path.abspath(__file__))
     root = os.path.dirname(here)
-    sys.path.insert(0, os.path.join(root, "host_tests"))
+    sys.path.insert(0, os.path.join(root, "host_tests", "helpers"))
     from support import mpy_cross_exe
 
     files = glob.glob(os.path.join(root, "lib", "organbus", "*.py")) + glob.glob(
         os.path.join(root, "master", "*.py")
     )
-    files += [os.path.join(root, "host_tests", "master_fakes.py"), os.path.abspath(__file__)]
+    files += [
+        os.path.join(root, "host_tests", "helpers", "master_fakes.py"),
+        os.path.abspath(__file__),
+    ]
     for f in files:
         rel = os.path.relpath(f, root)
         out = os.path.join(tmp, rel[:-3] + ".mpy")
@@ -496,8 +499,8 @@ def _run_mp():
 
     tools = __file__.rsplit("/", 1)[0] if "/" in __file__ else "."
     root = tools.rsplit("/", 1)[0] if "/" in tools else ".."
-    if root + "/host_tests" not in sys.path:
-        sys.path.append(root + "/host_tests")
+    if root + "/host_tests/helpers" not in sys.path:
+        sys.path.append(root + "/host_tests/helpers")
     out = {}
     _flat("master_", _overhead(), out)
     _flat("master_", _heap_per_heartbeat(), out)

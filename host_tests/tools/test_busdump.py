@@ -11,7 +11,7 @@ import pytest
 from support import ROOT, VECTORS, micropython_exe, popen_ctrl_c
 
 TOOL = os.path.join(ROOT, "tools", "busdump.py")
-CAPTURES = os.path.join(ROOT, "host_tests", "captures")
+CAPTURES = os.path.join(ROOT, "host_tests", "data", "captures")
 CAPTURE_FILES = sorted(os.listdir(CAPTURES))
 
 sys.path.insert(0, os.path.join(ROOT, "tools"))

@@ -8,7 +8,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
 from test_httpd import request
-from test_httpd_fakebody import ServerThread
+from fake_body import ServerThread
 
 
 def run(coro):

@@ -137,7 +137,9 @@ def test_deploy_led_lands_c6_mpy_files_and_removes_stale_ones(tmp_path):
             assert ver == 6 and bits <= 31, "%s is not for a 32-bit board: %r" % (name, (ver, bits))
             assert arch in (None, "rv32imc"), "%s has %s native code" % (name, arch)
             native += [name] if arch else []
-    assert "lib/organbus/crc16.mpy" in native, "the viper CRC must be rv32imc machine code: %s" % native
+    assert "lib/organbus/crc16.mpy" in native, (
+        "the viper CRC must be rv32imc machine code: %s" % native
+    )
     src = os.path.join(ROOT, "boards", "led_organ")
     assert open(got["main.py"], "rb").read() == open(os.path.join(src, "main.py"), "rb").read()
     assert json.load(open(got["board.json"])) == json.load(open(os.path.join(src, "board.json")))

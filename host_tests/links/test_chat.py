@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from support import ROOT
-from test_httpd_fakebody import ServerThread
+from fake_body import ServerThread
 
 PLAN = {
     "heard_req": 0,

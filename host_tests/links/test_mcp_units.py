@@ -7,7 +7,7 @@ except ImportError:  # pragma: no cover
     import uasyncio as asyncio
 
 from master import mcp
-from test_httpd_fakebody import FakeBody
+from fake_body import FakeBody
 
 UNIX_PORT = True
 

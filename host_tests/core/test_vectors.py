@@ -1,6 +1,5 @@
 # Every entry of the shared Protocol V3 conformance vectors, on both interpreters.
 import json
-import os
 
 from organbus import command
 from organbus import descriptor
@@ -16,11 +15,8 @@ def _dirname(p):
 
 
 def _vectors():
-    shared = os.getenv("ORGANBUS_SHARED")
-    if not shared:
-        root = _dirname(_dirname(__file__))
-        shared = root + "/../shared"
-    with open(shared + "/vectors/v3_vectors.json") as f:
+    # host_tests/data/v3_vectors.json: the Protocol V3 conformance vectors, kept in the repo
+    with open(_dirname(_dirname(__file__)) + "/data/v3_vectors.json") as f:
         return json.load(f)
 
 

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from test_httpd_fakebody import ServerThread
+from fake_body import ServerThread
 
 PLAN = {
     "heard_req": 0,

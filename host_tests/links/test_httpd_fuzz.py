@@ -7,7 +7,7 @@ from hypothesis import given, settings, strategies as st
 
 from master import httpd, mcp
 from test_httpd import raw_exchange, request, status_of
-from test_httpd_fakebody import FakeBody, ServerThread
+from fake_body import FakeBody, ServerThread
 
 KNOWN = sorted(httpd.REASONS)
 TOKENS = [b"GET", b"POST", b" ", b"/", b"/mcp", b"/plan", b"HTTP/1.1", b"\r\n", b":", b"Host",

@@ -4,7 +4,7 @@ import time
 import pytest
 
 from test_httpd import request
-from test_httpd_fakebody import FakeBody, ServerThread
+from fake_body import FakeBody, ServerThread
 
 
 @pytest.fixture

@@ -5,16 +5,18 @@ import signal
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SHARED = os.environ.get("ORGANBUS_SHARED", os.path.join(os.path.dirname(ROOT), "shared"))
-VECTORS = os.path.join(SHARED, "vectors", "v3_vectors.json")
+HELPERS = os.path.dirname(os.path.abspath(__file__))
+TESTS = os.path.dirname(HELPERS)
+ROOT = os.path.dirname(TESTS)
+DATA = os.path.join(TESTS, "data")
+VECTORS = os.path.join(
+    DATA, "v3_vectors.json"
+)  # the Protocol V3 conformance vectors, kept in the repo
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 # one definition of free_port: the tests pick ports the way the simulator does
 from sim import free_port  # noqa: E402,F401
 
-MICROPYPATH = ":".join(
-    [".frozen", os.path.join(ROOT, "lib"), ROOT, os.path.join(ROOT, "host_tests")]
-)
+MICROPYPATH = ":".join([".frozen", os.path.join(ROOT, "lib"), ROOT, HELPERS])
 
 
 def micropython_exe():

@@ -10,7 +10,6 @@ try:
 except ImportError:  # pragma: no cover
     import uasyncio as asyncio
 
-UNIX_PORT = True
 
 LED = [
     {"name": "led_on", "description": "Turn the light on.", "exec_type": "immediate",
@@ -135,16 +134,6 @@ class FakeBody:
                 ok = False
             out.append(step)
         return 200, {"ok": ok, "steps": out, "notes": notes}
-
-
-def test_fake_body_menu_and_refusal():
-    b = FakeBody()
-    names = [c["name"] for c in b.menu()["capabilities"]]
-    assert names == ["led_on", "led_off", "led_blink", "speak", "chime"], names
-    plan = {"steps": [{"task_id": "t1", "action": "nope", "params": {}}]}
-    code, out = asyncio.run(b.execute(plan))
-    assert code == 422 and "nope" in out["problems"][0], (code, out)
-    assert b.commands == [], "a refused plan sent nothing: %r" % b.commands
 
 
 class ServerThread:

@@ -220,7 +220,9 @@ def _closed(role):
 
 def test_role_files_follow_the_imports():
     led, speaker, master = _closed("led"), _closed("speaker"), _closed("master")
-    core = {"organbus/" + m + ".py" for m in ("__init__", "crc16", "frame", "descriptor", "command")}
+    core = {
+        "organbus/" + m + ".py" for m in ("__init__", "crc16", "frame", "descriptor", "command")
+    }
     for role, d in (("led", led), ("speaker", speaker), ("master", master)):
         assert core <= d, "%s lacks the core: %s" % (role, core - d)
     assert "organs/led.py" in led and not any(x.startswith("master/") for x in led)
