@@ -2,7 +2,7 @@
 import asyncio
 import time
 
-from master import log
+from organbus import log
 from master.body import Body
 from master.link import Link
 from master.registry import Registry

@@ -6,7 +6,7 @@ except ImportError:  # pragma: no cover
 
 from organbus import menu as _menu
 from organbus import plan as _plan
-from organbus.frame import ticks_diff
+from organbus.ticks import ticks_diff
 
 SPEAK_FRESH_MS = 3000  # speak_ready wants a frame from the speaker this recently (heartbeat 1 s)
 

@@ -32,7 +32,7 @@ def _never_busy():
 def _report(where, port, e):
     import sys
 
-    from master import log
+    from organbus import log
 
     log.emit("error", [("where", where), ("port", port), ("error", repr(e))])
     sys.print_exception(e)

@@ -8,9 +8,9 @@ from micropython import const
 from organbus import command
 from organbus import frame
 from organbus.descriptor import DescriptorError, decode_descriptor
-from organbus.frame import ticks_diff
+from organbus.ticks import ticks_diff
 
-from master import log
+from organbus import log
 
 OFFLINE_MS = const(15000)
 DISCOVER_MS = const(2000)

@@ -8,7 +8,7 @@ from micropython import const
 
 from organbus import command
 from organbus import frame
-from organbus.frame import ticks_diff
+from organbus.ticks import ticks_diff
 
 RESP_TIMEOUT_MS = const(1000)
 SETTLE_MS = const(250)  # after a timeout the link stays quiet this long: a late answer is not

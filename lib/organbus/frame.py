@@ -7,13 +7,7 @@ from micropython import const
 from organbus.crc16 import TABLE as _CRC_TABLE
 from organbus.crc16 import crc16, crc16_raw
 
-try:
-    from time import ticks_diff
-except ImportError:  # CPython host: the same arithmetic as MicroPython's 30-bit ticks
-
-    def ticks_diff(a, b):
-        return ((a - b + 0x20000000) & 0x3FFFFFFF) - 0x20000000
-
+from organbus.ticks import ticks_diff
 
 SOF = const(0xAA)
 VER = const(0x03)
