@@ -1,4 +1,4 @@
-# pytest set-up: the protocol core and the host shim on CPython's import path.
+# pytest set-up: the protocol core, the host shim, the test helpers and the tools on CPython's import path.
 import os
 import sys
 
@@ -9,6 +9,7 @@ for p in (
     ROOT,
     os.path.join(ROOT, "lib"),
     os.path.join(HERE, "helpers"),
+    os.path.join(ROOT, "tools"),
 ):
     if p not in sys.path:
         sys.path.insert(0, p)

@@ -383,7 +383,7 @@ def _precompiled(tmp):
         os.path.join(root, "master", "*.py")
     )
     files += [
-        os.path.join(root, "host_tests", "helpers", "master_fakes.py"),
+        os.path.join(root, "tools", "master_fakes.py"),
         os.path.abspath(__file__),
     ]
     for f in files:

@@ -16,7 +16,9 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 # one definition of free_port: the tests pick ports the way the simulator does
 from sim import free_port  # noqa: E402,F401
 
-MICROPYPATH = ":".join([".frozen", os.path.join(ROOT, "lib"), ROOT, HELPERS])
+MICROPYPATH = ":".join(
+    [".frozen", os.path.join(ROOT, "lib"), ROOT, HELPERS, os.path.join(ROOT, "tools")]
+)
 
 
 def micropython_exe():
