@@ -96,6 +96,10 @@ def main(argv=None):
         http = master_rules.parse_http(a.http) if a.role == "master" and a.http else None
     except (ValueError, OSError) as e:
         p.error(str(e))
+    sys.stderr.write(
+        "conform: %s on %s\n" % ("waiting" if cable.mode == "listen" else "opening", a.uart)
+    )
+    sys.stderr.flush()
     try:
         cable.open(a.connect_timeout)
     except (TimeoutError, OSError) as e:
