@@ -54,7 +54,7 @@ RULES = [
 ]
 
 # Tolerances (ms), see docs/conform.md.
-BOOT_LATE_S = 10.0  # the boot DISCOVER must come within this long of link-up
+BOOT_LATE_S = 6.0  # the boot DISCOVER must come within this long of link-up
 EARLY_MS = 150  # a rate limit or period may be kept this much short
 LATE_MS = 500  # a reaction may be this much late on a loaded host
 ACK_MS = 500  # a valid DESCRIPTOR is ACKed within this

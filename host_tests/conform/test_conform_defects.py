@@ -1,0 +1,86 @@
+# The kit catches each deliberately broken organ and master (one defect each) and names the rule.
+#
+# Every run is started at once and judged by its own test: the kit mostly waits on the protocol's
+# timers, so the runs share the wall clock (about 25 s for all) instead of adding up.
+import pytest
+
+import fixture_masters
+import fixture_organs
+from conform_rig import Kit, failed, free_port
+
+# The 15 s offline rule runs only where it is the point; --skip/--only keep the others short.
+NO_OFFLINE = ["--skip", "master.offline", "--skip", "master.rediscover"]
+MASTER_ARGS = {
+    "good": NO_OFFLINE,
+    "rewrites_numbers": NO_OFFLINE,
+    "never_discovers": NO_OFFLINE,
+    "forwards_offline": ["--only", "master.ack", "--only", "master.offline"],
+}
+
+
+@pytest.fixture(scope="module")
+def reports():
+    started = []
+    for defect in fixture_organs.DEFECTS:
+        port = free_port()
+        kit = Kit("organ", port)
+        started.append((("organ", defect), kit, fixture_organs.SocketOrgan(defect, port)))
+    for defect, args in MASTER_ARGS.items():
+        port = free_port()
+        master = fixture_masters.TinyMaster(defect, port)
+        kit = Kit("master", port, ["--http", "127.0.0.1:%d" % master.http_port] + args)
+        started.append((("master", defect), kit, master))
+    out = {}
+    try:
+        for key, kit, peer in started:
+            try:
+                out[key] = kit.result()
+            except AssertionError as e:
+                out[key] = e
+    finally:
+        for _, _, peer in started:
+            peer.stop()
+    return out
+
+
+def _report(reports, key):
+    r = reports[key]
+    if isinstance(r, Exception):
+        raise r
+    return r
+
+
+@pytest.mark.parametrize("defect", [d for d in fixture_organs.DEFECTS if d != "good"])
+def test_the_kit_names_the_broken_organ_rule(reports, defect):
+    rule = fixture_organs.DEFECTS[defect][2]
+    report = _report(reports, ("organ", defect))
+    assert not report["ok"] and report["exit"] == 1, "the %s organ was certified" % defect
+    assert set(failed(report)) == {rule}, "%s organ: expected only %s to fail, got %s" % (
+        defect,
+        rule,
+        failed(report),
+    )
+
+
+def test_the_fixture_organ_without_a_defect_passes(reports):
+    report = _report(reports, ("organ", "good"))
+    assert report["ok"] and report["exit"] == 0, failed(report)
+
+
+@pytest.mark.parametrize("defect", [d for d in MASTER_ARGS if d != "good"])
+def test_the_kit_names_the_broken_master_rule(reports, defect):
+    report = _report(reports, ("master", defect))
+    expect = {fixture_masters.DEFECTS[defect]}
+    if defect == "never_discovers":
+        expect.add("master.discover_boot")  # the same defect, seen at boot too
+    assert not report["ok"] and report["exit"] == 1, "the %s master was certified" % defect
+    assert set(failed(report)) == expect, "%s master: expected %s to fail, got %s" % (
+        defect,
+        expect,
+        failed(report),
+    )
+
+
+def test_the_fixture_master_without_a_defect_passes(reports):
+    report = _report(reports, ("master", "good"))
+    assert report["ok"] and report["exit"] == 0, failed(report)
