@@ -97,7 +97,7 @@ def main(argv=None):
     except (ValueError, OSError) as e:
         p.error(str(e))
     sys.stderr.write(
-        "conform: %s on %s\n" % ("waiting" if cable.mode == "listen" else "opening", a.uart)
+        "conform: %s on %s\n" % ("waiting" if cable.mode == "listen" else "opening", cable.spec)
     )
     sys.stderr.flush()
     try:

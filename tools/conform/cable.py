@@ -31,8 +31,8 @@ def parse_spec(spec):
             port = int(port)
         except ValueError:
             raise ValueError("--uart %r: port %r is not a number" % (spec, port)) from None
-        if not 0 < port <= 65535:
-            raise ValueError("--uart %r: port must be 1..65535" % spec)
+        if not (0 if mode == "listen" else 1) <= port <= 65535:
+            raise ValueError("--uart %r: port must be 1..65535 (listen: 0 picks one)" % spec)
         return mode, host, port
     if ":" in spec and not spec.startswith("/"):
         raise ValueError(
@@ -82,6 +82,8 @@ class Cable:
             ls.bind((self.host, self.port))
             ls.listen(1)
             self._lsock = ls
+            self.port = ls.getsockname()[1]
+            self.spec = "listen:%s:%d" % (self.host, self.port)
 
     # -- opening -------------------------------------------------------------------------------
 

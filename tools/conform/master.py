@@ -380,8 +380,7 @@ class MasterRun:
                     % (ACK_MS, "" if ack is None else " (came later)"),
                 )
             if ack is None:
-                for rule_ in RULES:
-                    r.na(rule_.name, "the master never ACKed the kit organ (master.ack)")
+                r.rest_na("the master never ACKed the kit organ (master.ack)")
                 return False
         lat = round((ack.t - t) * 1000)
         if ack.payload:

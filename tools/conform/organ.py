@@ -154,6 +154,7 @@ class OrganRun:
                 "organ.descriptor", "no DESCRIPTOR in %.0f s after the link came up" % BOOT_LATE_S
             )
             r.failed("organ.boot_wait", "no DESCRIPTOR in %.0f s" % BOOT_LATE_S)
+            r.rest_na("no DESCRIPTOR came (organ.descriptor)")
             return
         self.check_boot(f1)
         if not self.check_descriptor(f1):
@@ -712,7 +713,13 @@ class OrganRun:
                 "DESCRIPTOR %d ms after DISCOVER, the next %d ms later"
                 % (lat, round((f2.t - f.t) * 1000)),
             )
-        if f2 is None or not r.wanted("organ.command_before_ack"):
+        if f2 is None:
+            r.na(
+                "organ.command_before_ack",
+                "needs the 2 s announcing after DISCOVER (organ.discover)",
+            )
+            return
+        if not r.wanted("organ.command_before_ack"):
             return
         time.sleep(0.3)
         payload, want, pname = self.probe()

@@ -60,6 +60,12 @@ class Report:
     def na(self, name, why):
         self.set(name, NA, why)
 
+    def rest_na(self, why):
+        """Every wanted rule without a result yet is not applicable, for `why`."""
+        for r in self.rules:
+            if r.name not in self.results:
+                self.na(r.name, why)
+
     def status(self, name):
         return self.results.get(name, (None, ""))[0]
 
@@ -69,7 +75,7 @@ class Report:
             if not self.wanted(r.name):
                 continue
             status, detail = self.results.get(
-                r.name, (NA, "not reached: the run stopped before this rule")
+                r.name, (FAIL, "not reached: the run stopped before this rule")
             )
             out.append(
                 {
