@@ -30,6 +30,10 @@ def reports():
         master = fixture_masters.TinyMaster(defect, port)
         kit = Kit("master", port, ["--http", "127.0.0.1:%d" % master.http_port] + args)
         started.append((("master", defect), kit, master))
+    port = free_port()
+    master = fixture_masters.TinyMaster("good", port)
+    kit = Kit("master", port, ["--only", "master.ack", "--only", "master.values"])
+    started.append((("master", "no_http"), kit, master))
     out = {}
     try:
         for key, kit, peer in started:
@@ -84,3 +88,12 @@ def test_the_kit_names_the_broken_master_rule(reports, defect):
 def test_the_fixture_master_without_a_defect_passes(reports):
     report = _report(reports, ("master", "good"))
     assert report["ok"] and report["exit"] == 0, failed(report)
+
+
+def test_without_http_the_rules_that_need_a_plan_are_not_applicable(reports):
+    report = _report(reports, ("master", "no_http"))
+    rows = {r["rule"]: r for r in report["rules"]}
+    assert sorted(rows) == ["master.ack", "master.values"], "--only keeps just these"
+    assert rows["master.ack"]["status"] == "pass", rows
+    assert rows["master.values"]["status"] == "n/a" and "--http" in rows["master.values"]["detail"]
+    assert report["ok"] and report["exit"] == 0, "n/a rules do not fail a run"

@@ -315,7 +315,8 @@ class MasterRun:
             c.send(frame.HEARTBEAT)
             time.sleep(0.2)
         got = c.since(m, frame.DISCOVER)
-        alld = c.since(0, frame.DISCOVER)
+        # the boot DISCOVER counts towards the rate only when the kit saw the boot itself
+        alld = c.since(0 if self.boot_seen else m, frame.DISCOVER)
         gaps = [round((b.t - a.t) * 1000) for a, b in zip(alld, alld[1:])]
         if not got:
             r.failed(

@@ -229,6 +229,10 @@ class OrganRun:
 
     def check_announce(self, f1):
         r, c = self.r, self.c
+        if not self.boot_seen:
+            # joined a running organ: what it said before the link came up may arrive in one
+            # burst (a simulator's cable holds bytes for a late peer), so time the next two
+            f1 = c.wait_for(frame.DESCRIPTOR, c.frames.index(f1) + 1, (2000 + LATE_MS) / 1000) or f1
         i1 = c.frames.index(f1)
         f2 = c.wait_for(frame.DESCRIPTOR, i1 + 1, (2000 + LATE_MS) / 1000)
         hb = c.since(0, frame.HEARTBEAT)
