@@ -120,7 +120,8 @@ class KitOrgan:
         self._stop = True
 
     def describe(self):
-        return self.c.send(frame.DESCRIPTOR, self.payload)
+        """Send the DESCRIPTOR; the time its last byte is on the wire (at 115200)."""
+        return self.c.send(frame.DESCRIPTOR, self.payload) + self.c.wire_s(len(self.payload) + 8)
 
     def _run(self):
         c = self.c
@@ -397,7 +398,7 @@ class MasterRun:
             else:
                 r.passed(
                     rule,
-                    "ACK %d ms after the DESCRIPTOR, again %d ms after the repeat"
+                    "ACK %d ms after the DESCRIPTOR's last byte, again %d ms after the repeat"
                     % (lat, round((ack2.t - t2) * 1000)),
                 )
         if self.http is not None:
@@ -600,6 +601,7 @@ class MasterRun:
     def check_resync(self):
         r, c = self.r, self.c
         good = frame.encode(frame.DESCRIPTOR, self.organ.payload)
+        worst = 0
         flipped = bytearray(good)
         flipped[9] ^= 0x10
         noise = bytes((i * 37 + 11) % 256 for i in range(64)).replace(b"\xaa", b"\x00")
@@ -621,6 +623,7 @@ class MasterRun:
                 r.failed("master.resync", "after %s: the good DESCRIPTOR was not ACKed" % what)
                 return
             lat = round((ack.t - t) * 1000)
+            worst = max(worst, lat)
             if lat > RESYNC_MS:
                 r.failed(
                     "master.resync",
@@ -630,7 +633,8 @@ class MasterRun:
                 return
         r.passed(
             "master.resync",
-            "junk, a corrupt header and a bad CRC: the next DESCRIPTOR ACKed each time",
+            "junk, a corrupt header and a bad CRC: the next DESCRIPTOR ACKed each time, within %d ms"
+            % worst,
         )
 
     def check_offline(self):

@@ -545,7 +545,7 @@ class OrganRun:
                     "organ.unknown_name",
                     "%r answered %s, expected 1 (never an alias)" % (cand, status),
                 )
-        note("organ.unknown_name", "%d names: %s" % (len(tried), ", ".join(tried)))
+        note("organ.unknown_name", "%d names: %s" % (len(tried), ", ".join(map(repr, tried))))
 
     def payload_lengths(self, fail, ran):
         for cap in self.d["capabilities"]:
