@@ -16,17 +16,20 @@ SIM = os.path.join(ROOT, "tools", "sim.py")
 class Kit:
     """tools/conform.py ROLE --uart listen:127.0.0.1:PORT --json ...; started() once it listens."""
 
-    def __init__(self, role, port, args=()):
+    def __init__(self, role, port, args=(), spec=None):
         self.port = port
+        spec = spec or "listen:127.0.0.1:%d" % port
         self.proc = subprocess.Popen(
-            [PY, CONFORM, role, "--uart", "listen:127.0.0.1:%d" % port, "--json"] + list(args),
+            [PY, CONFORM, role, "--uart", spec, "--json"] + list(args),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
             cwd=ROOT,
         )
         line = self.proc.stderr.readline()
-        assert line.startswith("conform: waiting on"), "the kit did not start: %r" % line
+        assert line.startswith(("conform: waiting on", "conform: opening on")), (
+            "the kit did not start: %r" % line
+        )
 
     def result(self, timeout=180):
         try:

@@ -128,6 +128,24 @@ def make(defect):
     return b
 
 
+def _serve(organ, recv, send, stopped):
+    """The organ's loop: recv() -> bytes (b"" when nothing came, None when the link is gone)."""
+    ms = lambda: int(time.monotonic() * 1000)  # noqa: E731
+    organ.start(ms())
+    while not stopped():
+        data = recv()
+        if data is None:
+            return
+        if data:
+            organ.feed(data, ms())
+        organ.poll(ms())
+        while True:
+            f = organ.pop()
+            if f is None:
+                break
+            send(f)
+
+
 class SocketOrgan:
     """Runs an organ on a TCP connection to the kit (the organ powers up when it connects)."""
 
@@ -153,24 +171,16 @@ class SocketOrgan:
                 time.sleep(0.05)
         s.settimeout(0.005)
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        ms = lambda: int(time.monotonic() * 1000)  # noqa: E731
-        self.organ.start(ms())
+
+        def recv():
+            try:
+                return s.recv(4096) or None
+            except socket.timeout:
+                return b""
+
         try:
-            while not self.stopped:
-                try:
-                    data = s.recv(4096)
-                    if not data:
-                        return
-                    self.organ.feed(data, ms())
-                except socket.timeout:
-                    pass
-                self.organ.poll(ms())
-                while True:
-                    f = self.organ.pop()
-                    if f is None:
-                        break
-                    s.sendall(f)
-        except (OSError, CommandError):
+            _serve(self.organ, recv, s.sendall, lambda: self.stopped)
+        except OSError:
             return
         finally:
             s.close()
@@ -178,3 +188,51 @@ class SocketOrgan:
     def stop(self):
         self.stopped = True
         self.thread.join(2)
+
+
+class PtyOrgan:
+    """Runs an organ on the controller side of a pseudo-terminal: `path` is the serial port
+    (the pty's other end) that the kit opens with pyserial, as it would a USB-UART adapter."""
+
+    def __init__(self, defect):
+        import os
+        import tty
+
+        self.button = make(defect)
+        self.organ = self.button.organ
+        self.fd, self.peer = os.openpty()
+        tty.setraw(self.fd)
+        tty.setraw(self.peer)
+        self.path = os.ttyname(self.peer)
+        self.stopped = False
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        import os
+        import select
+
+        def recv():
+            r, _, _ = select.select([self.fd], [], [], 0.005)
+            if not r:
+                return b""
+            try:
+                return os.read(self.fd, 4096)
+            except OSError:
+                return None
+
+        def send(f):
+            os.write(self.fd, f)
+
+        try:
+            _serve(self.organ, recv, send, lambda: self.stopped)
+        except OSError:
+            return
+
+    def stop(self):
+        import os
+
+        self.stopped = True
+        self.thread.join(2)
+        os.close(self.fd)
+        os.close(self.peer)

@@ -30,6 +30,9 @@ def reports():
         master = fixture_masters.TinyMaster(defect, port)
         kit = Kit("master", port, ["--http", "127.0.0.1:%d" % master.http_port] + args)
         started.append((("master", defect), kit, master))
+    serial = fixture_organs.PtyOrgan("good")
+    kit = Kit("organ", 0, spec=serial.path)
+    started.append((("organ", "serial"), kit, serial))
     port = free_port()
     master = fixture_masters.TinyMaster("good", port)
     kit = Kit("master", port, ["--only", "master.ack", "--only", "master.values"])
@@ -97,3 +100,12 @@ def test_without_http_the_rules_that_need_a_plan_are_not_applicable(reports):
     assert rows["master.ack"]["status"] == "pass", rows
     assert rows["master.values"]["status"] == "n/a" and "--http" in rows["master.values"]["detail"]
     assert report["ok"] and report["exit"] == 0, "n/a rules do not fail a run"
+
+
+def test_a_serial_port_certifies_too(reports):
+    # the fixture organ on a pseudo-terminal, the kit on its other end through pyserial
+    report = _report(reports, ("organ", "serial"))
+    rows = {r["rule"]: r for r in report["rules"]}
+    assert report["ok"] and report["exit"] == 0, failed(report)
+    assert rows["organ.boot_wait"]["status"] == "n/a", "a serial port does not show the power-up"
+    assert rows["organ.heartbeat"]["status"] == "pass" and rows["organ.resync"]["status"] == "pass"

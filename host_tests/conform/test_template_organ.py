@@ -87,3 +87,31 @@ def test_cancel_stops_the_wait_and_a_near_miss_name_is_refused():
     for name in ("BUTTON_CANCEL", "button", "button_cancell"):
         assert _command(b, 60, name) == [frame.RESP_FAIL_FRAME], name
     assert _command(b, 70, "button_wait", [float("nan")]) == [frame.RESP_FAIL_FRAME]
+
+
+def test_waiting_timers_and_cancel_round_trips_allocate_nothing():
+    import micropython
+
+    b = _booted(FakeButton())
+    cancel = frame.encode(frame.COMMAND, encode_command("button_cancel"))
+    _command(b, 0, "button_wait", [2000])  # a COMMAND with numbers decodes outside the lock
+    types = [0] * 256
+    now = 0
+    b.organ.poll(now)
+    micropython.heap_lock()
+    try:
+        for i in range(300):  # 3 s: the wait times out at 2 s, then heartbeats and cancels
+            now += 10
+            if i % 10 == 5:
+                b.organ.feed(cancel, now)
+            b.organ.poll(now)
+            while True:
+                f = b.organ.pop()
+                if f is None:
+                    break
+                types[f[2]] += 1
+    finally:
+        micropython.heap_unlock()
+    assert types[frame.COMMAND_RESP] == 30, "every cancel answered: %d" % types[frame.COMMAND_RESP]
+    assert types[frame.EVENT] == 1, "the first cancel ends the wait: %d" % types[frame.EVENT]
+    assert types[frame.HEARTBEAT] == 3, "heartbeats kept coming: %d" % types[frame.HEARTBEAT]

@@ -153,7 +153,8 @@ class Cable:
                     if not data:
                         break
                 else:
-                    data = self._serial.read(4096)
+                    # the first byte waits up to 10 ms, the rest of what is there comes at once
+                    data = self._serial.read(max(1, self._serial.in_waiting))
             except socket.timeout:
                 data = b""
             except OSError:
