@@ -2,7 +2,7 @@
 """Certify a Protocol V3 organ or master over a cable (docs/conform.md).
 
   tools/conform.py organ  --uart SPEC [--json] [--only RULE] [--skip RULE]
-  tools/conform.py master --uart SPEC [--http HOST:PORT] [--json] [--only RULE] [--skip RULE]
+  tools/conform.py master --uart SPEC [--uart SPEC2] [--http HOST:PORT] [--json] [--only RULE] ...
   tools/conform.py rules  [organ|master]
 
 SPEC: listen:HOST:PORT or connect:HOST:PORT (loopback TCP, e.g. a board under tools/sim.py board)
@@ -38,8 +38,10 @@ def _args(argv):
         s.add_argument(
             "--uart",
             required=True,
+            action="append",
             metavar="SPEC",
-            help="listen:HOST:PORT, connect:HOST:PORT or a serial port",
+            help="listen:HOST:PORT, connect:HOST:PORT or a serial port"
+            + ("; a second --uart: a second kit organ on another port" if role == "master" else ""),
         )
         s.add_argument("--baud", type=int, default=115200, help="serial baud rate (default 115200)")
         s.add_argument("--json", action="store_true", help="print the report as one JSON object")
@@ -90,32 +92,43 @@ def main(argv=None):
                     print("%-28s section %-4s %s" % (rule.name, rule.section, rule.says))
         return 0
     rules = organ_rules.RULES if a.role == "organ" else master_rules.RULES
+    specs = a.uart
     try:
-        report = Report(a.role, rules, a.uart, a.only, a.skip)
-        cable = Cable(a.uart, baud=a.baud)
+        if a.role == "organ" and len(specs) > 1:
+            raise ValueError("--uart: one organ at a time (given %d)" % len(specs))
+        if len(specs) > 2:
+            raise ValueError("--uart: at most two (the second carries a second kit organ)")
+        report = Report(a.role, rules, " + ".join(specs), a.only, a.skip)
+        cables = [Cable(spec, baud=a.baud) for spec in specs]
         http = master_rules.parse_http(a.http) if a.role == "master" and a.http else None
     except (ValueError, OSError) as e:
         p.error(str(e))
-    sys.stderr.write(
-        "conform: %s on %s\n" % ("waiting" if cable.mode == "listen" else "opening", cable.spec)
-    )
+    for cable in cables:
+        how = "waiting" if cable.mode == "listen" else "opening"
+        sys.stderr.write("conform: %s on %s\n" % (how, cable.spec))
     sys.stderr.flush()
     try:
-        cable.open(a.connect_timeout)
+        for cable in cables:
+            cable.open(a.connect_timeout)
     except (TimeoutError, OSError) as e:
         sys.stderr.write("conform: %s\n" % e)
         return 2
+    cable = cables[0]
     try:
         if a.role == "organ":
             organ_rules.OrganRun(
                 cable, report, boot_seen=cable.mode == "listen", event_budget_ms=a.event_budget_ms
             ).run()
         else:
-            master_rules.MasterRun(cable, report, boot_seen=cable.mode == "listen", http=http).run()
+            run = master_rules.MasterRun(
+                cable, report, boot_seen=cable.mode == "listen", http=http, second=cables[1:]
+            )
+            run.run()
     except KeyboardInterrupt:
         pass
     finally:
-        cable.close()
+        for cable in cables:
+            cable.close()
     print(report.json() if a.json else report.text())
     sys.stdout.flush()
     return 0 if report.ok() else 1

@@ -58,8 +58,11 @@ def failed(report):
 class SimBoard:
     """tools/sim.py board ROLE with its UART dialling the kit (the board powers up on the cable)."""
 
-    def __init__(self, role, kit_port, out_dir, uart=1, http_port=None):
-        cmd = [PY, SIM, "board", role, "--uart", "%d=connect:127.0.0.1:%d" % (uart, kit_port)]
+    def __init__(self, role, kit_port, out_dir, uart=1, http_port=None, more=()):
+        """more: further (uart, kit_port) pairs (the master's second organ port)."""
+        cmd = [PY, SIM, "board", role]
+        for n, p in [(uart, kit_port)] + list(more):
+            cmd += ["--uart", "%d=connect:127.0.0.1:%d" % (n, p)]
         cmd += ["--out", str(out_dir)]
         if http_port:
             cmd += ["--http", "127.0.0.1:%d" % http_port]

@@ -33,9 +33,13 @@ def reports(tmp_path_factory):
         port = free_port()
         kit = Kit("organ", port)
         started.append((role, kit, SimBoard(role, port, out_dir / role)))
-    port, http = free_port(), free_port()
-    kit = Kit("master", port, ["--http", "127.0.0.1:%d" % http])
-    started.append(("master", kit, SimBoard("master", port, out_dir / "master", 0, http)))
+    # the master with a kit organ on each of its two ports (master.duplicate needs the second)
+    port, port2, http = free_port(), free_port(), free_port()
+    kit = Kit(
+        "master", port, ["--uart", "listen:127.0.0.1:%d" % port2, "--http", "127.0.0.1:%d" % http]
+    )
+    board = SimBoard("master", port, out_dir / "master", 0, http, more=[(1, port2)])
+    started.append(("master", kit, board))
     out = {}
     try:
         for role, kit, board in started:

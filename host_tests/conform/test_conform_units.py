@@ -104,6 +104,10 @@ def test_the_cli_refuses_bad_input_with_a_reason():
     assert r.returncode == 2 and "unknown rule 'master.nope'" in r.stderr, r.stderr
     r = _cli("master", "--uart", "listen:127.0.0.1:0", "--http", "10.1.1.1:80")
     assert r.returncode == 2 and "loopback" in r.stderr, r.stderr
+    r = _cli("organ", "--uart", "listen:127.0.0.1:0", "--uart", "listen:127.0.0.1:0")
+    assert r.returncode == 2 and "one organ at a time" in r.stderr, r.stderr
+    r = _cli("master", *["--uart", "listen:127.0.0.1:0"] * 3)
+    assert r.returncode == 2 and "at most two" in r.stderr, r.stderr
     r = _cli("organ", "--uart", "connect:127.0.0.1:1", "--connect-timeout", "0.3")
     assert r.returncode == 2 and "could not connect" in r.stderr, r.stderr
 

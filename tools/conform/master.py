@@ -40,6 +40,11 @@ RULES = [
         "one COMMAND outstanding per link: the next waits for COMMAND_RESP",
     ),
     Rule("master.busy_group", "8", "no COMMAND to a busy resource group (held until EVENT)"),
+    Rule(
+        "master.duplicate",
+        "7",
+        "a name already registered by another online organ stays with the first",
+    ),
     Rule("master.resync", "2", "after junk and a corrupt header the next good DESCRIPTOR is ACKed"),
     Rule(
         "master.offline",
@@ -208,8 +213,10 @@ def _plan(*steps):
 
 
 class MasterRun:
-    def __init__(self, cable, report, boot_seen, http=None):
+    def __init__(self, cable, report, boot_seen, http=None, second=()):
         self.c = cable
+        self.c2 = second[0] if second else None
+        self.organ2 = None
         self.r = report
         self.boot_seen = boot_seen
         self.http = http
@@ -283,12 +290,16 @@ class MasterRun:
                     self.check_busy_group,
                 ):
                     check()
+            if r.wanted("master.duplicate"):
+                self.check_duplicate()
             if r.wanted("master.resync"):
                 self.check_resync()
             if r.wanted("master.offline", "master.rediscover"):
                 self.check_offline()
         finally:
             self.organ.stop()
+            if self.organ2 is not None:
+                self.organ2.stop()
 
     def check_boot(self):
         r, c = self.r, self.c
@@ -598,6 +609,61 @@ class MasterRun:
                 "cf_on %d ms after cf_run's EVENT" % round((on[0][0] - ev[0]) * 1000),
             )
 
+    def check_duplicate(self):
+        r = self.r
+        if self.c2 is None:
+            r.na("master.duplicate", "needs a second kit organ on another port (a second --uart)")
+            return
+        if self.http is None:
+            self.need_http("master.duplicate")
+            return
+        c2 = self.c2
+        self.organ2 = o2 = KitOrgan(c2, wire.second_descriptor())
+        m = c2.mark()
+        t = o2.describe()
+        ack = c2.wait_for(frame.ACK, m, 2.0)
+        if ack is None:
+            # a master that sends DISCOVER first: answer it, then look again
+            c2.wait_for(frame.DISCOVER, 0, 0.1) and o2.describe()
+            ack = c2.wait_for(frame.ACK, m, 2.0)
+        if ack is None:
+            r.failed("master.duplicate", "the second organ's valid DESCRIPTOR was not ACKed")
+            return
+        o2.start_cadence(time.monotonic())
+        deadline = time.monotonic() + 2.0
+        menu = {}
+        while time.monotonic() < deadline:
+            menu = self.menu_names() or {}
+            if "cf_two" in menu:
+                break
+            time.sleep(0.05)
+        if "cf_two" not in menu:
+            r.failed("master.duplicate", "the second organ's cf_two is not on the menu")
+            return
+        owner = menu.get("cf_on", {}).get("module_id")
+        if owner not in (None, "CONFORM_01"):
+            r.failed(
+                "master.duplicate",
+                "cf_on on the menu as %s's, expected the first organ's (CONFORM_01)" % owner,
+            )
+            return
+        k1, k2 = len(self.organ.commands), len(o2.commands)
+        status, answer = self._get("/plan", _plan(("cf_on", {}, 5, [])))
+        time.sleep(0.1)
+        got1 = [x[1] for x in self.organ.commands[k1:]]
+        got2 = [x[1] for x in o2.commands[k2:]]
+        if got1 != ["cf_on"] or got2:
+            r.failed(
+                "master.duplicate",
+                "plan cf_on: COMMANDs %s to the first organ, %s to the second; expected one to the first"
+                % (got1, got2),
+            )
+            return
+        r.passed(
+            "master.duplicate",
+            "cf_on stays with CONFORM_01 (COMMAND on its port), cf_two on the menu",
+        )
+
     def check_resync(self):
         r, c = self.r, self.c
         good = frame.encode(frame.DESCRIPTOR, self.organ.payload)
@@ -639,6 +705,8 @@ class MasterRun:
 
     def check_offline(self):
         r, c = self.r, self.c
+        if self.organ2 is not None:
+            self.organ2.silence()  # both fall silent: cf_on must not move to the second organ
         self.organ.silence()
         time.sleep(0.05)
         t0 = c.t_free  # the kit's last byte has left: the master's 15 s start there

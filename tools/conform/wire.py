@@ -73,6 +73,15 @@ def good_descriptor():
     return descriptor(kit_caps())
 
 
+def second_descriptor():
+    """The second kit organ: cf_on again (a duplicate: it stays with the first) and cf_two."""
+    caps = [
+        kit_caps()[0],
+        cap("cf_two", "Conformance: the second organ's own.", "immediate", "", 0),
+    ]
+    return descriptor(caps, module_id="CONFORM_02")
+
+
 def invalid_descriptors():
     """[(class, payload, capability name it would add)]: each breaks one rule of section 4."""
     one = lambda name, *a, **k: cap(name, "Refused.", "immediate", "", 0, *a, **k)  # noqa: E731
