@@ -30,6 +30,9 @@ def reports():
         master = fixture_masters.TinyMaster(defect, port)
         kit = Kit("master", port, ["--http", "127.0.0.1:%d" % master.http_port] + args)
         started.append((("master", defect), kit, master))
+    port = free_port()
+    kit = Kit("organ", port, ["--only", "organ.unknown_name"])
+    started.append((("organ", "alias_only"), kit, fixture_organs.SocketOrgan("alias", port)))
     serial = fixture_organs.PtyOrgan("good")
     kit = Kit("organ", 0, spec=serial.path)
     started.append((("organ", "serial"), kit, serial))
@@ -109,3 +112,10 @@ def test_a_serial_port_certifies_too(reports):
     assert report["ok"] and report["exit"] == 0, failed(report)
     assert rows["organ.boot_wait"]["status"] == "n/a", "a serial port does not show the power-up"
     assert rows["organ.heartbeat"]["status"] == "pass" and rows["organ.resync"]["status"] == "pass"
+
+
+def test_only_reports_just_that_rule(reports):
+    report = _report(reports, ("organ", "alias_only"))
+    assert [r["rule"] for r in report["rules"]] == ["organ.unknown_name"], report["rules"]
+    assert report["failed"] == 1 and report["exit"] == 1, report
+    assert "'BUTTON_CANCEL' answered 0, expected 1" in report["rules"][0]["detail"], report

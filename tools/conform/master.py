@@ -624,7 +624,8 @@ class MasterRun:
         ack = c2.wait_for(frame.ACK, m, 2.0)
         if ack is None:
             # a master that sends DISCOVER first: answer it, then look again
-            c2.wait_for(frame.DISCOVER, 0, 0.1) and o2.describe()
+            if c2.wait_for(frame.DISCOVER, 0, 0.1) is not None:
+                o2.describe()
             ack = c2.wait_for(frame.ACK, m, 2.0)
         if ack is None:
             r.failed("master.duplicate", "the second organ's valid DESCRIPTOR was not ACKed")
