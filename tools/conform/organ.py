@@ -563,7 +563,7 @@ class OrganRun:
                 cases.append(("one byte less", good[:-1]))
             if nums and tp is None:
                 cases.append(("one value less", good[:-4]))
-            cases.append(("name length past the end", bytes([len(good) + 5]) + good[1:]))
+            cases.append(("name length past the end", bytes([min(255, len(good) + 5)]) + good[1:]))
             for what, payload in cases:
                 status, _, _ = self.call(payload, "%s %s" % (what, cap["name"]))
                 ran.add("organ.payload_length")
