@@ -4,7 +4,7 @@
 # One plan path for every link: raw bytes (or a plan built in code by `plan.one_step`) ->
 # `plan.parse` (the strict reader, the one size limit `plan.MAX_PLAN_BYTES`) -> `plan.check`
 # against the live capabilities -> the scheduler. The Body says what happened as an outcome
-# kind; only the links choose a status code for it (`master/routes.py` STATUS).
+# kind (master/outcome.py); only the links choose a status code for it (master/routes.py).
 try:
     import asyncio
 except ImportError:  # pragma: no cover
@@ -15,6 +15,7 @@ from organbus import plan as _plan
 from organbus.ticks import ticks_diff
 
 from master.hub import Hub
+from master.outcome import ACCEPTED, PROBLEMS, REPORT, TOO_LARGE, UNREADABLE  # noqa: F401
 from master.owners import Owners
 from master.port import Port
 from master.registry import Registry
@@ -22,13 +23,6 @@ from master.scheduler import Scheduler
 from master.status import Status
 
 SPEAK_FRESH_MS = 3000  # speak_ready wants a frame from the speaker this recently (heartbeat 1 s)
-
-# Outcome kinds of check/submit/execute (routes.STATUS maps them to HTTP status codes).
-ACCEPTED = "accepted"  # submit: the plan is running; obj is its scheduler.Run
-REPORT = "report"  # execute: every step has its final status; obj is the report
-PROBLEMS = "problems"  # the plan is readable but not runnable: {"problems", "notes"}
-UNREADABLE = "unreadable"  # not one JSON text: {"problems": [why, with the offset]}
-TOO_LARGE = "too_large"  # over plan.MAX_PLAN_BYTES, refused unread: {"problems": [why]}
 
 
 def build(txs, clock, mode="two-port", max_steps=16, note=None, hub=None):
@@ -101,10 +95,10 @@ class Body:
             self._menu_version = self.owners.version
         return self._menu
 
-    def check(self, raw):
+    def check(self, raw, dups=()):
         """(kind, plan, problems, notes) without running anything. `raw`: the plan's bytes or
-        text, or a plan built in code (`plan.one_step`)."""
-        dups = ()
+        text, or a plan object (built in code by `plan.one_step`, or read strictly by a link,
+        which passes the duplicate keys it saw as `dups`)."""
         if isinstance(raw, (bytes, bytearray, memoryview, str)):
             try:
                 raw, dups = _plan.parse(raw)
@@ -115,19 +109,19 @@ class Body:
         p, problems, notes = _plan.check(raw, self.owners.capabilities(), dups, self.max_steps)
         return (PROBLEMS if problems else ACCEPTED), p, problems, notes
 
-    def submit(self, raw, on_accept=None, on_done=None):
+    def submit(self, raw, on_accept=None, on_done=None, dups=()):
         """Sans-IO execute: (ACCEPTED, Run) or (PROBLEMS | UNREADABLE | TOO_LARGE, {"problems",
         "notes"})."""
-        kind, p, problems, notes = self.check(raw)
+        kind, p, problems, notes = self.check(raw, dups)
         if problems:
             self.hub.publish("rejected", None, problems)
             return kind, {"problems": problems, "notes": notes}
         return ACCEPTED, self.scheduler.submit(p, notes, self.clock(), on_accept, on_done)
 
-    async def execute(self, raw, on_accept=None):
+    async def execute(self, raw, on_accept=None, dups=()):
         """(REPORT, report) once every step has its final status, else (kind, {"problems"})."""
         ev = asyncio.Event()
-        kind, run = self.submit(raw, on_accept, lambda r: ev.set())
+        kind, run = self.submit(raw, on_accept, lambda r: ev.set(), dups)
         if kind != ACCEPTED:
             return kind, run
         if not run.finished:

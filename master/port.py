@@ -19,7 +19,8 @@ _QUIET_MS = const(1000)  # nothing pending: the port's next own deadline is at m
 
 class Port:
     """Organ port `index`: `tx` takes frames (`send(frame)`, `expect()`: the UART edge),
-    `organs` gets the frames (the registry), `hub` hears of decoder errors."""
+    `organs` gets the frames (the registry), `hub` hears of decoder errors. `tx.unread()`
+    says whether received bytes wait for the reader: the quiet-line rule then waits too."""
 
     def __init__(self, index, tx, organs, hub):
         self.index = index
@@ -66,7 +67,8 @@ class Port:
         """Time rules of this port; returns ms until it wants the next poll."""
         self.now = now
         d = self.decoder
-        d.idle(now)
+        if not self.tx.unread():
+            d.idle(now)  # a quiet line is only what an empty UART shows (docs/DESIGN.md)
         if self.resp_due and ticks_diff(now, self.t_command) >= RESP_TIMEOUT_MS:
             self.resp_due = False  # the scheduler reports the timeout; the reader idles again
         e = self.error_count()

@@ -2,20 +2,28 @@
 #
 # The core and the Body say what happened (an outcome kind); this table alone turns it into
 # an HTTP status, and the JSON-lines link reuses it so both links answer alike.
-from master import body as _body
+from master import outcome
 
 STATUS = {
-    _body.ACCEPTED: 200,
-    _body.REPORT: 200,
-    _body.PROBLEMS: 422,
-    _body.UNREADABLE: 400,
-    _body.TOO_LARGE: 413,
+    outcome.ACCEPTED: 200,
+    outcome.REPORT: 200,
+    outcome.PROBLEMS: 422,
+    outcome.UNREADABLE: 400,
+    outcome.TOO_LARGE: 413,
 }
 
 
 def status_of(kind):
     """The HTTP status for a Body outcome kind."""
     return STATUS[kind]
+
+
+def answer(kind, obj):
+    """(status, payload) of a Body outcome for an HTTP route: a body the server could not
+    read also says why in "error", as every refusal of the HTTP server does."""
+    if kind == outcome.UNREADABLE or kind == outcome.TOO_LARGE:
+        obj = {"error": obj["problems"][0], "problems": obj["problems"]}
+    return STATUS[kind], obj
 
 
 def routes(body):
@@ -26,7 +34,8 @@ def routes(body):
 
     async def post_plan(req):
         kind, obj = await body.execute(req.body)  # the raw bytes: one strict parse, in the Body
-        return STATUS[kind], obj, None
+        status, payload = answer(kind, obj)
+        return status, payload, None
 
     async def get_status(req):
         return 200, body.status(), None

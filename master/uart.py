@@ -44,6 +44,7 @@ class UartEdge:
 
     def __init__(self, uart, rxsize=_RX, slots=FRAME_SLOTS, clock=ticks_ms):
         self.uart = uart
+        self._any = getattr(uart, "any", None)  # bound once: a poll then allocates nothing
         self.clock = clock
         self.buf = bytearray(rxsize)
         self._ring = [None] * slots
@@ -115,6 +116,12 @@ class UartEdge:
                 self.flush()
 
     # -- RX: one reader ---------------------------------------------------------------------
+
+    def unread(self):
+        """True when the UART driver holds bytes the reader has not taken (it was held up):
+        the timers then do not take the line for quiet."""
+        a = self._any
+        return a is not None and a() > 0
 
     def expect(self):
         """A COMMAND is out: its COMMAND_RESP must not wait for the reader's idle poll."""
