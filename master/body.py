@@ -66,7 +66,7 @@ class Body:
         if now is None:
             now = self.clock()
         for p in self.ports:
-            self.registry.boot(p, now)
+            p.start(now)
 
     def poll(self, now=None):
         """Every timer of the master (ports: quiet line, offline; scheduler: timeouts, group

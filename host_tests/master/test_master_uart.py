@@ -6,6 +6,8 @@ import asyncio
 import io
 import random
 
+import micropython
+
 from organbus import frame
 
 from master.uart import IDLE_POLL_MS, UartEdge
@@ -202,9 +204,14 @@ def test_command_wakes_the_idle_reader():
         await _sleep_ms(0)
         await _sleep_ms(0)
         seen.append(edge._napper is not None)  # asleep in its IDLE_POLL_MS poll
-        port.resp_due = True
-        edge.send(frame.encode(frame.COMMAND, b"\x06led_on"))
-        edge.expect()
+        cmd = frame.encode(frame.COMMAND, b"\x06led_on")
+        port.resp_due = True  # the Port marks the COMMAND_RESP due before it sends
+        micropython.heap_lock()
+        try:
+            edge.send(cmd)
+            edge.expect()
+        finally:
+            micropython.heap_unlock()
         seen.append(edge._napper is None)
         u.data = frame.RESP_OK_FRAME
         for _ in range(3):  # a few loop passes: far less than IDLE_POLL_MS
