@@ -106,14 +106,15 @@ _UNREAD = object()
 
 
 class Request:
-    """What a handler gets: `method path query headers body json client`."""
+    """What a handler gets: `method path query headers content json client` (`content`: the
+    request body's bytes; "body" in master/ is the Body facade)."""
 
     def __init__(self, method, path, query, headers, client):
         self.method = method
         self.path = path
         self.query = query
         self.headers = headers  # lower-case name -> str
-        self.body = b""
+        self.content = b""
         self.client = client  # peer address as a string ("127.0.0.1")
         self.json_dups = ()  # duplicate keys the strict read of the body found: (path, key)
         self._json = _UNREAD
@@ -123,11 +124,11 @@ class Request:
         """The body as JSON, read strictly on first use (None when the body is empty); a body
         that is not JSON raises HttpError(400), answered by the server."""
         if self._json is _UNREAD:
-            if not self.body:
+            if not self.content:
                 self._json = None
             else:
                 try:
-                    self._json, self.json_dups = jsonread.read(self.body)
+                    self._json, self.json_dups = jsonread.read(self.content)
                 except jsonread.JsonError as e:
                     why = "body: not JSON: %s" % e.msg
                     raise HttpError(400, why, None, [why])
@@ -220,19 +221,19 @@ def _tokens_equal(a, b):
 
 
 def response_parts(status, payload=None, headers=None):
-    """(head bytes, body bytes) of a response; dict/list payloads become JSON. Kept apart
-    so a large body is never copied once more just to join it to its head."""
+    """(head bytes, content bytes) of a response; dict/list payloads become JSON. Kept apart
+    so large content is never copied once more just to join it to its head."""
     ctype = "application/json"
     if payload is None:
-        body = b""
+        content = b""
     elif isinstance(payload, (bytes, bytearray)):
-        body = payload
+        content = payload
         ctype = "application/octet-stream"
     elif isinstance(payload, str):
-        body = payload.encode()
+        content = payload.encode()
         ctype = "text/plain; charset=utf-8"
     else:
-        body = json.dumps(payload).encode()
+        content = json.dumps(payload).encode()
     out = ["HTTP/1.1 %d %s\r\n" % (status, REASONS.get(status, "Status"))]
     have_ctype = False
     if headers:
@@ -240,16 +241,16 @@ def response_parts(status, payload=None, headers=None):
             if k.lower() == "content-type":
                 have_ctype = True
             out.append("%s: %s\r\n" % (k, headers[k]))
-    if body and not have_ctype:
+    if content and not have_ctype:
         out.append("Content-Type: %s\r\n" % ctype)
-    out.append("Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body))
-    return "".join(out).encode(), body
+    out.append("Content-Length: %d\r\nConnection: close\r\n\r\n" % len(content))
+    return "".join(out).encode(), content
 
 
 def encode_response(status, payload=None, headers=None):
     """Bytes of a whole response (tests and small answers)."""
-    head, body = response_parts(status, payload, headers)
-    return head + bytes(body)
+    head, content = response_parts(status, payload, headers)
+    return head + bytes(content)
 
 
 class HttpServer:
@@ -293,11 +294,11 @@ class HttpServer:
 
     async def _send(self, writer, status, payload=None, headers=None):
         self.counts[status] = self.counts.get(status, 0) + 1
-        head, body = response_parts(status, payload, headers)
+        head, content = response_parts(status, payload, headers)
         payload = None
         writer.write(head)
-        if body:
-            writer.write(body)
+        if content:
+            writer.write(content)
         await asyncio.wait_for(writer.drain(), self.cfg["write_timeout_ms"] / 1000)
 
     async def _read_head(self, reader):
@@ -411,7 +412,7 @@ class HttpServer:
                 writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
                 await asyncio.wait_for(writer.drain(), cfg["write_timeout_ms"] / 1000)
             try:
-                req.body = await asyncio.wait_for(
+                req.content = await asyncio.wait_for(
                     self._read_body(reader, rest, n), cfg["body_timeout_ms"] / 1000
                 )
             except asyncio.TimeoutError:
