@@ -5,8 +5,8 @@
 # returns the lifecycle frame to answer with (ACK, DISCOVER) or None; the port sends it.
 # Frames go out through `send` and `command` (a COMMAND, from the scheduler: a COMMAND_RESP
 # is due, so the UART edge's reader waits for it in the poller). The heartbeat path (decoder -> _frame -> organs.frame) allocates
-# nothing. `poll(now) -> ms` runs the time rules: the decoder's quiet-line rule, the organs'
-# offline rule, and a "decoder" hub event when an error counter moved.
+# nothing. `poll(now) -> ms` runs the port's time rules: the decoder's quiet-line rule, the
+# COMMAND_RESP gear, and a "decoder" hub event when an error counter moved.
 from micropython import const
 
 from organbus import frame
@@ -81,7 +81,4 @@ class Port:
         if e != self._errors:
             self._errors = e
             self.hub.publish("decoder", self.index, d)
-        wait = self.organs.watch(self, now)
-        if d.pending():
-            return _IDLE_MS if wait > _IDLE_MS else wait
-        return _QUIET_MS if wait > _QUIET_MS else wait
+        return _IDLE_MS if d.pending() else _QUIET_MS

@@ -1,8 +1,8 @@
 # Sans-IO lifecycle of the organs on the master's ports (PROTOCOL.md section 7).
 #
-# A Port hands every legal frame up (`frame(port, ...)`) and runs the offline rule from its own
-# poll (`watch(port, now)`); the registry never calls a Port: it returns the lifecycle frame to
-# answer with (DISCOVER, ACK or None) and the Port sends it. It keeps one Slot per port (the
+# A Port hands every legal frame up (`frame(port, ...)`); the registry never calls a Port: it
+# returns the lifecycle frame to answer with (DISCOVER, ACK or None) and the Port sends it.
+# `poll(now) -> ms` runs the offline rule, like every timer of the master. It keeps one Slot per port (the
 # organ seen there), updates the Owners table on each registration change (a Slot notes the
 # Port its organ registered on: the scheduler's COMMAND address), routes COMMAND_RESP and
 # EVENT to the scheduler, and publishes what happens on the hub. A heartbeat, and a DESCRIPTOR
@@ -104,16 +104,18 @@ class Registry:
             self._event(s, port, payload, n, now)
         return None
 
-    def watch(self, port, now):
-        """The offline rule for `port`; returns ms until it is due."""
-        s = self._by[port.index]
-        if not s.online:
-            return _FAR_MS
-        left = OFFLINE_MS - ticks_diff(now, port.last_rx)
-        if left <= 0:
-            self._offline(s, now)
-            return _FAR_MS
-        return left
+    def poll(self, now):
+        """The offline rule (an online organ silent OFFLINE_MS goes offline; its port's last
+        heard is read, never touched); returns ms until it is next due."""
+        wait = _FAR_MS
+        for s in self.slots:
+            if s.online:
+                left = OFFLINE_MS - ticks_diff(now, s.port.last_rx)
+                if left <= 0:
+                    self._offline(s, now)
+                elif left < wait:
+                    wait = left
+        return wait
 
     # -- lifecycle ------------------------------------------------------------------------
 
