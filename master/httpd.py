@@ -39,6 +39,11 @@ DEFAULTS = {
     "max_head": 2048,  # request line plus headers; more gets 431
     "max_conns": 5,  # connections served at once, all clients together
     "max_conns_per_client": 3,  # connections served at once for one client address
+    # A connection still sending its head or body this long after it came gives its slot to a
+    # new client when every slot (or the client's own share) is taken and the new client has
+    # no request of its own still arriving: slow clients can never lock the others out (the
+    # oldest slow one is answered 408 and closed).
+    "reclaim_ms": 200,
     "rate_per_s": 10,  # requests per second per client address, sustained
     "rate_burst": 30,  # requests per client address in a burst
     # Never rate limited: loopback, where only the simulation's own tools live (a board
@@ -83,6 +88,13 @@ else:
 
     def _diff(a, b):
         return a - b
+
+
+_BODY_RECLAIMED = b'{"error": "request not received in time while other clients waited"}'
+_RECLAIMED = (
+    b"HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\n"
+    b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(_BODY_RECLAIMED)
+) + _BODY_RECLAIMED
 
 
 class HttpError(Exception):
@@ -179,31 +191,52 @@ def parse_head(head, max_headers=32):
 
 
 class RateLimiter:
-    """Token bucket per client address; tokens kept in thousandths, integers only."""
+    """Token bucket per client address; tokens kept in thousandths, integers only.
+
+    The table keeps `clients` addresses. It never fails open: a new address takes the place of
+    a bucket that has refilled to the brim (forgetting it changes nothing), and when every
+    bucket is still in use, new addresses share one overflow bucket with the same rate and
+    burst, so rotating addresses buys no more than one client gets."""
 
     def __init__(self, rate_per_s, burst, clients=_RATE_CLIENTS):
         self.rate = max(1, int(rate_per_s))  # thousandths of a token per ms
         self.cap = max(1, int(burst)) * 1000
         self.clients = clients
         self.buckets = {}  # address -> [milli-tokens, last ms]
+        self.overflow = None  # the bucket every address beyond a full table shares
+
+    def _refill(self, b, now):
+        dt = _diff(now, b[1])
+        if dt > 0:
+            b[0] = min(self.cap, b[0] + min(dt, 3600000) * self.rate)
+            b[1] = now
+
+    def _bucket(self, addr, now):
+        b = self.buckets.get(addr)
+        if b is not None:
+            self._refill(b, now)
+            return b
+        if len(self.buckets) >= self.clients:
+            full = None
+            for k in self.buckets:
+                self._refill(self.buckets[k], now)
+                if self.buckets[k][0] >= self.cap:
+                    full = k
+                    break
+            if full is None:
+                if self.overflow is None:
+                    self.overflow = [self.cap, now]
+                else:
+                    self._refill(self.overflow, now)
+                return self.overflow
+            del self.buckets[full]
+        b = [self.cap, now]
+        self.buckets[addr] = b
+        return b
 
     def take(self, addr, now):
         """0 when the request may go on, else the seconds to wait (Retry-After)."""
-        b = self.buckets.get(addr)
-        if b is None:
-            if len(self.buckets) >= self.clients:
-                oldest = None
-                for k in self.buckets:
-                    if oldest is None or _diff(self.buckets[k][1], self.buckets[oldest][1]) < 0:
-                        oldest = k
-                del self.buckets[oldest]
-            b = [self.cap, now]
-            self.buckets[addr] = b
-        else:
-            dt = _diff(now, b[1])
-            if dt > 0:
-                b[0] = min(self.cap, b[0] + min(dt, 3600000) * self.rate)
-                b[1] = now
+        b = self._bucket(addr, now)
         if b[0] >= 1000:
             b[0] -= 1000
             return 0
@@ -270,6 +303,8 @@ class HttpServer:
         self.limiter = RateLimiter(cfg["rate_per_s"], cfg["rate_burst"])
         self.active = 0
         self.per_client = {}
+        self.conns = []  # [task, client, tick it came or None once read whole, reclaimed]
+        self.reclaimed = 0  # slow connections closed to give their slot to a new client
         self.counts = {}
         self.errors = 0  # handler exceptions (answered 500)
         self.low_memory = 0  # requests answered 503 for want of heap
@@ -279,6 +314,7 @@ class HttpServer:
     def stats(self):
         return {
             "active": self.active,
+            "reclaimed": self.reclaimed,
             "responses": dict(self.counts),
             "errors": self.errors,
             "low_memory": self.low_memory,
@@ -356,7 +392,7 @@ class HttpServer:
             return False
         return _tokens_equal(got[7:].strip(), token)
 
-    async def _handle(self, reader, writer, addr):
+    async def _handle(self, reader, writer, addr, rec):
         cfg = self.cfg
         try:
             head, rest = await asyncio.wait_for(
@@ -418,6 +454,7 @@ class HttpServer:
             except asyncio.TimeoutError:
                 await self._send(writer, 408, {"error": "request body not received in time"})
                 return
+        rec[2] = None  # read whole: from here on the slot is not reclaimable
         try:
             result = await handler(req)
         except (MemoryError, HttpError):
@@ -431,12 +468,58 @@ class HttpServer:
         extra = result[2] if len(result) > 2 else None
         await self._send(writer, status, payload, extra)
 
-    async def _conn(self, reader, writer):
-        addr = client_address(writer.get_extra_info("peername"))
-        if (
+    def _release(self, rec):
+        self.active -= 1
+        addr = rec[1]
+        left = self.per_client.get(addr, 1) - 1
+        if left > 0:
+            self.per_client[addr] = left
+        else:
+            self.per_client.pop(addr, None)
+
+    def _reclaim(self, addr, now):
+        """Close the oldest connection (of `addr`, or of anyone) still sending its request
+        after reclaim_ms, to free its slot; True when one was."""
+        oldest = None
+        for rec in self.conns:
+            if rec[2] is None or rec[3] or (addr is not None and rec[1] != addr):
+                continue
+            if _diff(now, rec[2]) < self.cfg["reclaim_ms"]:
+                continue
+            if oldest is None or _diff(rec[2], oldest[2]) < 0:
+                oldest = rec
+        if oldest is None:
+            return False
+        oldest[3] = True
+        self._release(oldest)
+        self.reclaimed += 1
+        oldest[0].cancel()
+        return True
+
+    def _reading(self, addr):
+        # True when `addr` has a connection still sending its request
+        for rec in self.conns:
+            if rec[1] == addr and rec[2] is not None and not rec[3]:
+                return True
+        return False
+
+    def _full(self, addr):
+        return (
             self.active >= self.cfg["max_conns"]
             or self.per_client.get(addr, 0) >= self.cfg["max_conns_per_client"]
-        ):
+        )
+
+    async def _conn(self, reader, writer):
+        addr = client_address(writer.get_extra_info("peername"))
+        now = _ticks()
+        if self.per_client.get(addr, 0) >= self.cfg["max_conns_per_client"]:
+            self._reclaim(addr, now)  # its own share: its own oldest slow request goes
+        if self.active >= self.cfg["max_conns"] and not self._reading(addr):
+            # every slot taken: a client with no request of its own still arriving takes the
+            # slot of the oldest slow one (slow clients cannot take each other's, so they
+            # cannot keep every slot young by coming back)
+            self._reclaim(None, now)
+        if self._full(addr):
             try:
                 await self._send(
                     writer, 503, {"error": "too many connections, try again"}, {"Retry-After": "1"}
@@ -448,13 +531,15 @@ class HttpServer:
             return
         self.active += 1
         self.per_client[addr] = self.per_client.get(addr, 0) + 1
+        rec = [asyncio.current_task(), addr, now, False]
+        self.conns.append(rec)
         try:
             try:
                 if _HAS_MEM_FREE and gc.mem_free() < self.cfg["min_free"]:
                     gc.collect()
                     if gc.mem_free() < self.cfg["min_free"]:
                         raise MemoryError
-                await self._handle(reader, writer, addr)
+                await self._handle(reader, writer, addr, rec)
             except HttpError as e:
                 await self._send(writer, e.status, e.payload(), e.headers)
                 await self._linger(reader, self.cfg["max_body"] + self.cfg["max_head"])
@@ -464,18 +549,25 @@ class HttpServer:
                 writer.write(_LOW_MEMORY)
                 await asyncio.wait_for(writer.drain(), self.cfg["write_timeout_ms"] / 1000)
                 await self._linger(reader, self.cfg["max_body"] + self.cfg["max_head"])
+        except asyncio.CancelledError:
+            if not rec[3]:
+                raise  # the server is being stopped
+            # reclaimed (its slot went to a new client): say so if the socket still takes it
+            self.counts[408] = self.counts.get(408, 0) + 1
+            try:
+                writer.write(_RECLAIMED)
+            except Exception:
+                pass
         except (EOFError, OSError, asyncio.TimeoutError, MemoryError):
             pass  # the client went away or would not take the answer
         except Exception as e:
             self.errors += 1
             _print_exc(e)
         finally:
-            self.active -= 1
-            left = self.per_client.get(addr, 1) - 1
-            if left > 0:
-                self.per_client[addr] = left
-            else:
-                self.per_client.pop(addr, None)
+            if rec in self.conns:
+                self.conns.remove(rec)
+            if not rec[3]:
+                self._release(rec)
             await _close(writer)
 
 
