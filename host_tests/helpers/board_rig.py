@@ -25,10 +25,9 @@ class DirectBoard:
             edit(cfg)
         with open(os.path.join(self.tmp, "board.json"), "w") as f:
             json.dump(cfg, f)
-        role = {d: r for r, d in launch.BOARDS.items()}[role_dir]
         uart = "connect:127.0.0.1:%d"  # filled in once the test's socket listens
         with open(os.path.join(self.tmp, "settings.json"), "w") as f:
-            json.dump(launch.host_settings(role, {1: uart}), f)
+            json.dump(launch.host_settings({1: uart}), f)
         path = [launch.SIMHW, launch.micropypath(os.path.join(ROOT, "tools"), simhw=False)]
         if without_voice:
             lib = os.path.join(self.tmp, "lib")

@@ -247,7 +247,7 @@ class End:
 
     @property
     def peer_spec(self):
-        """What the other party uses to reach this end (a board's ORGANBUS_SIM_UART<N>)."""
+        """What the other party uses to reach this end (a board's simulated UART setting, tools/vbody/launch.py)."""
         return "%s:%s:%d" % ("connect" if self.mode == "listen" else "listen", self.host, self.port)
 
     def start(self):

@@ -78,15 +78,18 @@ def sim_env(uarts=None, pinlog=None, wav=None, role=None, heap_report_ms=None, p
     return env
 
 
-def host_settings(role, uarts, http=None, console=None):
-    """The board settings that differ on a host: the UARTs that exist (the master's organ ports),
-    HTTP on a loopback address instead of Wi-Fi, the console, no aiorepl, waiting in the poller."""
-    if role == "master":
-        s = {"ports": sorted(int(n) for n in uarts), "console": console or "none"}
-        if http:
-            s["http"] = "%s:%d" % tuple(http)
-        return s
-    return {"poll_ms": 0, "repl": False}
+def host_settings(uarts, http=None, console=None):
+    """The board settings that differ on a host, for any role: the master's organ ports (the
+    UARTs that have a cable: both when UART0 has one, else UART1 as on stock firmware), its HTTP
+    API on a loopback address instead of Wi-Fi ("off": none), its console; an organ waits in
+    the poller (a host wakes at once on bytes) and starts no aiorepl."""
+    return {
+        "ports": [0, 1] if 0 in {int(n) for n in uarts} else [1],
+        "http": "%s:%d" % tuple(http) if http else "off",
+        "console": console or "none",
+        "poll_ms": 0,
+        "repl": False,
+    }
 
 
 def stage(role, stage_dir, settings):
@@ -129,7 +132,7 @@ class Launch:
             raise ValueError("no board %r: the boards are %s" % (role, ", ".join(BOARDS)))
         self.role = role
         self.uarts = dict(uarts or {})
-        self.settings = host_settings(role, self.uarts, http, console)
+        self.settings = host_settings(self.uarts, http, console)
         self.settings.update(settings or {})
         self.stage_dir = stage_dir
         self.cmd = [micropython_exe()]
