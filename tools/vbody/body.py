@@ -12,6 +12,7 @@ from vbody.proc import BoardProc, PinLogTail
 
 ORGAN_UART = 1  # the organ boards' cable UART
 MASTER_UART = {"led": 0, "speaker": 1}  # master UART per organ cable
+STARVED_S = 3.0  # a master that refuses GET /menu with 503 this long cannot serve it
 
 
 class VirtualBody:
@@ -57,6 +58,8 @@ class VirtualBody:
         self.organs = [o for o in organs]
         self.seed = seed
         self.stopped = False
+        self.menu_refusal = None  # (status, reply) of the last GET /menu that was not a 200
+        self.starved = None  # why the master cannot serve its menu, once that has lasted
 
     # -- set-up --------------------------------------------------------------------------------
 
@@ -151,9 +154,14 @@ class VirtualBody:
         self._add(ev)
 
     def _pin_line(self, role, d):
-        ev = {"src": role, "t": time.monotonic(), "t_ms": d.get("t_ms")}
+        now = time.monotonic()
+        ev = {"src": role, "t": now, "t_ms": d.get("t_ms")}
+        if isinstance(d.get("t_ms"), (int, float)):  # when it happened, on the monotonic clock
+            ev["at"] = min(now, d["t_ms"] / 1000.0 - (time.time() - now))
         if "wav" in d:
             ev.update(event="audio", wav=d["wav"], rate=d.get("rate"))
+            if "offset_s" in d:
+                ev["offset_s"] = d["offset_s"]
         elif "pin" in d:
             ev.update(event="pin", pin=d["pin"], value=d["value"])
             if "rgb" in d:
@@ -219,9 +227,20 @@ class VirtualBody:
     def plan(self, plan):
         return self.request("POST", "/plan", plan)
 
+    def failure(self):
+        """ "the ROLE board exited ...: ERROR" for the first board process that ended by
+        itself (a board that dies at boot), else None."""
+        for role, b in self.boards.items():
+            why = b.failure()
+            if why:
+                return "the %s board %s" % (role, why)
+        if self.starved:
+            return self.starved + (" (--heap %s)" % self.heap if self.heap else "")
+        return None
+
     def wait_http(self, timeout=10):
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not self.failure():
             try:
                 with socket.create_connection(self.http, timeout=0.5):
                     return True
@@ -230,8 +249,14 @@ class VirtualBody:
         return False
 
     def menu_names(self):
+        """The names on the menu, or None when the master does not answer it (a refusal, such
+        as a 503 short of memory, is kept in self.menu_refusal)."""
         try:
-            m = self.menu()
+            status, m = self.request("GET", "/menu")
+            if status != 200:
+                self.menu_refusal = (status, m)
+                return None
+            self.menu_refusal = None
             return sorted(c["name"] for c in m.get("capabilities", []))
         except (OSError, ValueError, AttributeError, KeyError, TypeError):
             return None
@@ -240,11 +265,22 @@ class VirtualBody:
         """Polls GET /menu until it holds every name (or exactly those); returns the names."""
         deadline = time.monotonic() + timeout
         got = None
-        while time.monotonic() < deadline:
+        refused_since = None
+        while time.monotonic() < deadline and not self.failure():
             got = self.menu_names()
             if got is not None:
+                refused_since = None
                 if (set(got) == set(names)) if exact else set(names) <= set(got):
                     return got
+            elif self.menu_refusal and self.menu_refusal[0] == 503:
+                # a master short of memory for its menu: said once it lasts, not after timeout
+                refused_since = refused_since or time.monotonic()
+                if time.monotonic() - refused_since > STARVED_S:
+                    self.starved = "the master answers GET /menu with 503 for %.0f s: %s" % (
+                        STARVED_S,
+                        self.menu_refusal[1],
+                    )
+                    break
             time.sleep(0.05)
         return got
 

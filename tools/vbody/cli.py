@@ -40,6 +40,15 @@ def run_body(args):
         except ValueError as e:
             raise SystemExit("sim: %s" % e)
         external["master" + n] = spec
+    inputs = {}  # read before anything boots: a missing file is one line, exit status 2
+    for flag, path in (("--plan", args.plan), ("--script", args.script)):
+        if path:
+            try:
+                with open(path, "rb") as f:
+                    inputs[flag] = f.read()
+            except OSError as e:
+                sys.stderr.write("sim.py: error: %s %s: %s\n" % (flag, path, e.strerror or e))
+                return 2
     body = VirtualBody(out_dir=args.out, external=external, heap=args.heap, seed=args.seed)
     # --plan: stdout carries the report alone; the running commentary goes to stderr
     console = Console(body, as_json=args.json, out=sys.stderr if args.plan else None)
@@ -50,7 +59,12 @@ def run_body(args):
     signal.signal(signal.SIGTERM, on_signal)
     code = 0
     try:
-        body.start()
+        try:
+            body.start()
+        except OSError as e:
+            sys.stderr.write("sim.py: error: %s\n" % e)
+            code = 2
+            return code
         info = {
             "out": body.out_dir,
             "pids": {r: b.pid for r, b in body.boards.items()},
@@ -71,23 +85,24 @@ def run_body(args):
             ),
             **info,
         )
-        if body.http and not body.wait_http(15):
+        if body.http and not body.wait_http(15) and not body.failure():
             console.emit("error", "the master did not open its HTTP port %s:%d" % body.http)
-        if args.plan:
-            with open(args.plan) as f:
-                raw = f.read()
+        if args.plan or args.script:
             console.wait(["menu", str(args.ready_timeout)], {})
-            status, obj = console.run_plan(raw.encode())
+        if body.failure():  # a board died at boot: say which and why, in one line, and stop
+            console.emit("error", "sim.py: error: " + body.failure(), error=body.failure())
+            code = 1
+        elif args.plan:
+            status, obj = console.run_plan(inputs["--plan"])
             sys.stdout.write(json.dumps(obj) + "\n")
             sys.stdout.flush()
             code = 0 if status == 200 else 1
         elif args.script:
-            console.wait(["menu", str(args.ready_timeout)], {})
-            with open(args.script) as f:
-                for line in console.read_lines(f):
-                    console.emit("input", "> " + line.strip(), line=line.strip())
-                    if not console.handle(line):
-                        break
+            text = inputs["--script"].decode("utf-8", "replace")
+            for line in console.read_lines(text.splitlines(True)):
+                console.emit("input", "> " + line.strip(), line=line.strip())
+                if not console.handle(line):
+                    break
         else:
             console.emit("hint", "type help for commands; Ctrl-C or quit stops everything")
             interactive = sys.stdin.isatty()
@@ -106,6 +121,7 @@ def run_body(args):
         pass
     finally:
         body.stop()
+        console.settle()
         console.emit("stop", "stopped: every process the simulator started is gone")
     return code
 

@@ -5,10 +5,13 @@ import shlex
 import sys
 import threading
 import time
+import urllib.error
 
 HELP = """\
 commands:
-  {json plan}                      run a whole plan (may span lines), print the report
+  {json plan}                      run a whole plan, print the report; a pasted plan may span
+                                   lines: it ends when its braces close, at an empty line, or at
+                                   a line that cannot continue it (the parse error is said then)
   ACTION [key=value ...]           one-step plan, e.g.  led_blink count=3 period_ms=200
   ACTION "text"                    one-step plan with its text, e.g.  speak "Light is on."
   menu                             the live menu
@@ -20,10 +23,12 @@ commands:
   drop CABLE RATE [to=...]         drop each byte with probability RATE
   split CABLE on|off [to=...]      split every write in two with a 5 ms pause
   clear [CABLE]                    stop all faults (and replug)
-  power ORGAN                      power-cycle an organ (led, speaker)
-  restart master                   restart the master process
+  power BOARD                      power-cycle a board (led, speaker, master); the console
+                                   waits for the master's HTTP API after `power master`
+  restart master                   restart the master process (the same as power master)
   bus                              bus counters only
-  verbose on|off                   also show every organ event (commands, acks, heartbeats...)
+  verbose on|off                   also show every organ event line (command, done, ack,
+                                   discover); heartbeats are frames, not event lines: see status
   sleep SECONDS / wait menu [S]    for scripts: pause; wait until every organ is on the menu
   wait EVENT [S]                   for scripts: wait for the next event of that name (e.g. ack)
   help / quit (or Ctrl-C)"""
@@ -45,6 +50,70 @@ LIFECYCLE = {
 }
 
 
+HOLD_S = 0.2  # events wait this long to be printed in the order they happened (pin logs lag)
+
+
+def plan_lines(stream):
+    """Console lines from a stream, a pasted plan (a line starting with "{") joined into one
+    line. The plan ends as soon as its braces and brackets balance, at an empty line, or at a
+    line that cannot continue JSON (a command such as `help`); that line is then a line of its
+    own. A plan that does not parse reaches the console at once, which says why."""
+    pending, depth = None, 0
+    for raw in stream:
+        if pending is not None and (not raw.strip() or not _continues_json(raw)):
+            yield pending
+            pending = None
+            if not raw.strip():
+                continue
+        if pending is None:
+            if not raw.lstrip().startswith("{"):
+                yield raw
+                continue
+            pending, depth = "", 0
+        pending = (pending + " " + raw.strip()).strip()
+        depth = _depth(pending)
+        if depth <= 0:
+            yield pending
+            pending = None
+    if pending is not None:
+        yield pending
+
+
+def _depth(text):
+    """Open braces and brackets outside strings (negative: more closed than opened)."""
+    depth, in_str, esc = 0, False, False
+    for ch in text:
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == '"':
+                in_str = False
+        elif ch == '"':
+            in_str = True
+        elif ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+            if depth < 0:
+                return depth
+    return depth
+
+
+_JSON_WORD = re.compile(r"^\s*(true|false|null)\b")
+
+
+def _continues_json(line):
+    """Could this line continue a JSON text? Not a line that starts with a bare word."""
+    s = line.lstrip()
+    if not s:
+        return False
+    if s[0] in '"{}[],:-0123456789':
+        return True
+    return bool(_JSON_WORD.match(s))
+
+
 class Console:
     def __init__(self, body, as_json=False, out=None):
         self.body = body
@@ -56,11 +125,26 @@ class Console:
         self.wavs = []
         self.menu_timer = None
         self.last_menu = None
+        self.held = []  # events not printed yet: (at, seq, kind, text, fields), kept sorted
+        self.seq = 0
+        self.held_lock = threading.Lock()
+        self.flusher = None
+        self.opened = False  # the start line is out
         body.on_event = self.on_event
 
     # -- output --------------------------------------------------------------------------------
 
     def emit(self, kind, text, **fields):
+        """Prints one output now (after the held events that happened before it)."""
+        if kind == "start":  # the first line: where the logs are; then what happened so far
+            self._write(kind, text, fields)
+            self.opened = True
+            self.flush(time.monotonic())
+            return
+        self.flush(time.monotonic())
+        self._write(kind, text, fields)
+
+    def _write(self, kind, text, fields):
         with self.lock:
             if self.as_json:
                 obj = {"kind": kind}
@@ -72,18 +156,61 @@ class Console:
                 self.out.write(text + "\n")
             self.out.flush()
 
-    def stamp(self):
-        return "[%6.1fs]" % self.body.now()
+    def stamp(self, at=None):
+        """[  12.3s]: when something happened (default: now), on the body's clock."""
+        return "[%6.1fs]" % ((at - self.body.t0) if at is not None else self.body.now())
+
+    # Events are printed in the order they happened, not the order they arrived: a pin log is
+    # read every 50 ms, a board's event line at once. Each waits HOLD_S in `held`, sorted by
+    # its time ("at"), then goes out; a command's own output first lets out what is due.
+
+    def hold(self, at, kind, text, **fields):
+        with self.held_lock:
+            self.seq += 1
+            self.held.append((at, self.seq, kind, text, fields))
+            self.held.sort(key=lambda h: (h[0], h[1]))
+            if self.flusher is None:
+                self.flusher = threading.Thread(target=self._flush_loop, daemon=True)
+                self.flusher.start()
+
+    def flush(self, upto=None):
+        """Prints the held events that happened up to `upto` (monotonic s; None: all); nothing
+        before the start line, which says where the logs are."""
+        if upto is not None and not self.opened:
+            return
+        with self.held_lock:
+            n = len(self.held)
+            if upto is not None:
+                n = 0
+                while n < len(self.held) and self.held[n][0] <= upto:
+                    n += 1
+            out, self.held = self.held[:n], self.held[n:]
+            for at, _, kind, text, fields in out:
+                self._write(kind, text, fields)
+
+    def settle(self):
+        """Waits until every event that happened before now is printed."""
+        upto = time.monotonic()
+        time.sleep(HOLD_S)
+        self.flush(upto)
+
+    def _flush_loop(self):
+        while True:
+            time.sleep(0.05)
+            self.flush(time.monotonic() - HOLD_S)
 
     def on_event(self, ev):
         src, name = ev.get("src"), ev.get("event")
+        at = ev.get("at", ev.get("t", time.monotonic()))
+        stamp = self.stamp(at)
         if name == "pin" and src == "led":
             self.led = ev
             state = "on" if ev["value"] else "off"
             rgb = " rgb %s" % ",".join(map(str, ev["rgb"])) if "rgb" in ev else ""
-            self.emit(
+            self.hold(
+                at,
                 "led",
-                "%s LED %s%s" % (self.stamp(), state, rgb),
+                "%s LED %s%s" % (stamp, state, rgb),
                 value=ev["value"],
                 rgb=ev.get("rgb"),
                 t_ms=ev.get("t_ms"),
@@ -91,33 +218,26 @@ class Console:
             return
         if name == "audio":
             self.wavs.append(ev["wav"])
-            self.emit("audio", "%s speaker audio -> %s" % (self.stamp(), ev["wav"]), wav=ev["wav"])
+            text = "%s speaker audio -> %s" % (stamp, ev["wav"])
+            if ev.get("offset_s"):
+                text += " (from %.2f s)" % ev["offset_s"]
+            extra = {k: ev[k] for k in ("offset_s", "t_ms") if k in ev}
+            self.hold(at, "audio", text, wav=ev["wav"], **extra)
             return
         if name == "heap":
             return
-        if name == "stderr":
-            self.emit(
-                "stderr",
-                "%s %s stderr: %s" % (self.stamp(), src, ev.get("line")),
-                src=src,
-                line=ev.get("line"),
-            )
+        if name in ("stderr", "print"):
+            what = " stderr" if name == "stderr" else ""
+            line = ev.get("line")
+            self.hold(at, name, "%s %s%s: %s" % (stamp, src, what, line), src=src, line=line)
             return
-        if name == "print":
-            self.emit(
-                "print",
-                "%s %s: %s" % (self.stamp(), src, ev.get("line")),
-                src=src,
-                line=ev.get("line"),
-            )
-            return
-        fields = {k: v for k, v in ev.items() if k not in ("t",)}
+        fields = {k: v for k, v in ev.items() if k not in ("t", "at")}
         if src == "master" and name in ("registered", "offline"):
             self.schedule_menu()
         if src == "master" and name == "boot":
             self.last_menu = None
         if name in LIFECYCLE or src in ("master", "bus") or self.verbose:
-            self.emit("event", "%s %s" % (self.stamp(), self.describe(ev)), **fields)
+            self.hold(at, "event", "%s %s" % (stamp, self.describe(ev)), **fields)
 
     def describe(self, ev):
         src, name = ev.get("src"), ev.get("event")
@@ -150,7 +270,14 @@ class Console:
             how = "stopped" if ev.get("expected") else "EXITED"
             return "%s process %s (code %s)" % (src, how, ev.get("code"))
         if name == "started":
-            return "%s process started (pid %s)" % (src, ev.get("pid"))
+            heap = ""
+            if ev.get("heap"):
+                heap = ", heap %.1f KB: %.1f KB for data + %.1f KB of loaded code" % (
+                    ev["heap"] / 1024.0,
+                    (ev["heap"] - ev["code"]) / 1024.0,
+                    ev["code"] / 1024.0,
+                )
+            return "%s process started (pid %s%s)" % (src, ev.get("pid"), heap)
         if name == "reboot":
             return "%s called machine.reset(): rebooting" % src
         if src == "bus":
@@ -177,8 +304,11 @@ class Console:
 
     def show_menu_if_changed(self):
         try:
-            m = self.body.menu()
+            status, m = self.body.request("GET", "/menu")
         except (OSError, RuntimeError):
+            return
+        if status != 200:
+            self.emit("menu", "%s menu not served (%d): %s" % (self.stamp(), status, m), menu=None)
             return
         names = [c.get("name") for c in m.get("capabilities", [])] if isinstance(m, dict) else m
         if names != self.last_menu:
@@ -231,7 +361,10 @@ class Console:
             else:
                 k, v = "text", a
                 if "text" in params:
-                    raise ValueError("more than one bare text argument: quote the text once")
+                    raise ValueError(
+                        "%r: params are name=value (e.g. %s count=3); the one bare argument is "
+                        'a text, quoted once (speak "Hello there")' % (a, action)
+                    )
                 params[k] = v
                 continue
             try:
@@ -258,6 +391,7 @@ class Console:
         t = time.monotonic()
         status, obj = self.body.plan(plan)
         ms = int((time.monotonic() - t) * 1000)
+        self.settle()  # the plan's LED and audio lines first, in the order they happened
         if status == 200 and isinstance(obj, dict):
             lines = [
                 "%s report (%d ms): %s" % (self.stamp(), ms, "ok" if obj.get("ok") else "NOT ok")
@@ -294,12 +428,12 @@ class Console:
             return True
         if line.startswith("{"):
             try:
-                plan = json.loads(line)
+                json.loads(line)
             except ValueError as e:
                 self.emit("error", "not a JSON plan: %s" % e, error=str(e))
                 return True
-            self.run_plan(line.encode() if not isinstance(plan, dict) else plan)
-            return True
+            # the master reads the bytes as written, with its own strict parser
+            return self._safely("plan", lambda: self.run_plan(line.encode()) and True)
         try:
             words = shlex.split(line)
         except ValueError as e:
@@ -308,14 +442,23 @@ class Console:
         cmd, args = words[0], words[1:]
         opts = dict(a.split("=", 1) for a in args if "=" in a)
         pos = [a for a in args if "=" not in a]
+        return self._safely(cmd, lambda: self.command(cmd, pos, opts, line))
+
+    def _safely(self, cmd, run):
         try:
-            return self.command(cmd, pos, opts, line)
+            return run()
+        except urllib.error.URLError as e:
+            why = "the master's HTTP API does not answer (%s): is the master down?" % e.reason
+            self.emit("error", "%s: %s" % (cmd, why), error=why)
+            return True
         except (ValueError, KeyError, IndexError, RuntimeError, OSError) as e:
             self.emit("error", "%s: %s" % (cmd, e), error=str(e))
             return True
 
     def command(self, cmd, pos, opts, line):
         b = self.body
+        if cmd in ("unplug", "replug", "junk", "flip", "drop", "split") and not pos:
+            raise ValueError("which cable? %s" % " or ".join(b.cables))
         if cmd in ("quit", "exit"):
             return False
         if cmd == "help":
@@ -343,36 +486,59 @@ class Console:
         elif cmd == "replug":
             b.replug(pos[0])
         elif cmd == "junk":
-            n = int(pos[1]) if len(pos) > 1 else 32
+            n = _number(pos, 1, "N", int, 32, "junk led 64")
             b.cable(pos[0]).junk(n, self.direction(opts))
             self.emit("bus", "bus: %d junk bytes on %s (%s)" % (n, pos[0], opts.get("to", "both")))
         elif cmd in ("flip", "drop"):
-            rate = float(pos[1])
-            b.cable(pos[0]).set_faults(self.direction(opts), **{cmd: rate})
+            rate = _number(
+                pos, 1, "RATE", float, None, "%s %s 1e-3" % (cmd, pos[0] if pos else "led")
+            )
+            if not 0.0 <= rate <= 1.0:
+                raise ValueError("RATE %g is not a probability between 0 and 1" % rate)
+            b.cable(pos[0] if pos else "").set_faults(self.direction(opts), **{cmd: rate})
             self.emit(
                 "bus", "bus: %s rate %g on %s (%s)" % (cmd, rate, pos[0], opts.get("to", "both"))
             )
         elif cmd == "split":
-            on = pos[1] in ("on", "1", "true")
+            if len(pos) < 2 or pos[1] not in ("on", "off"):
+                raise ValueError("say on or off: split %s on" % (pos[0] if pos else "led"))
+            on = pos[1] == "on"
             b.cable(pos[0]).set_faults(self.direction(opts), split=on)
-            self.emit("bus", "bus: split writes %s on %s" % ("on" if on else "off", pos[0]))
+            self.emit(
+                "bus",
+                "bus: split writes on the %s cable: %s" % (pos[0], "on" if on else "off"),
+                cable=pos[0],
+                split=on,
+            )
         elif cmd == "clear":
             for name in pos or list(b.cables):
                 b.cable(name).set_faults("both", flip=0.0, drop=0.0, split=False)
                 b.replug(name)
             self.emit("bus", "bus: faults cleared")
-        elif cmd == "power":
-            if pos[0] == "master":
-                b.restart_master()
-            else:
-                b.power_cycle(pos[0])
-        elif cmd == "restart":
-            if pos and pos[0] != "master":
-                b.power_cycle(pos[0])
-            else:
-                b.restart_master()
+        elif cmd in ("power", "restart"):
+            if cmd == "power" and not pos:
+                raise ValueError("which board? power led, power speaker or power master")
+            role = pos[0] if pos else "master"
+            b.power_cycle(role)
+            if role == "master" and b.http is not None:
+                self.wait_master()
         elif cmd == "verbose":
+            if pos and pos[0] not in ("on", "off"):
+                raise ValueError("say on or off: verbose on")
             self.verbose = not pos or pos[0] == "on"
+            self.emit(
+                "verbose",
+                "verbose %s: %s"
+                % (
+                    "on" if self.verbose else "off",
+                    (
+                        "every organ event line is shown (command, done, ack, discover)"
+                        if self.verbose
+                        else "organ events are shown for the lifecycle only"
+                    ),
+                ),
+                verbose=self.verbose,
+            )
         elif cmd == "sleep":
             time.sleep(float(pos[0]))
         elif cmd == "wait":
@@ -382,6 +548,17 @@ class Console:
         else:
             self.emit("error", "unknown command %r (try help)" % cmd)
         return True
+
+    def wait_master(self, timeout=15.0):
+        """After a master restart: wait until its HTTP API answers again, or say it is down."""
+        if self.body.wait_http(timeout) and self.body.menu_names() is not None:
+            self.emit("wait", "master is back (HTTP API answers)", ok=True)
+        else:
+            self.emit(
+                "error",
+                "the master did not come back within %.0f s: its HTTP API is down" % timeout,
+                error="master down",
+            )
 
     def expected_names(self):
         names = []
@@ -396,6 +573,8 @@ class Console:
         timeout = float(pos[1]) if len(pos) > 1 else 15.0
         if what == "menu":
             got = self.body.wait_menu(self.expected_names(), timeout)
+            if self.body.failure():
+                return  # a board is gone: the caller says which, in one line
             ok = got is not None and set(self.expected_names()) <= set(got)
             self.emit(
                 "wait", "menu %s: %s" % ("ready" if ok else "NOT ready", got), ok=ok, menu=got
@@ -486,25 +665,17 @@ class Console:
         self.emit("bus", "\n".join(lines), counters=c)
 
     def read_lines(self, stream):
-        """Console lines from a stream; a JSON plan may span lines until it parses."""
-        pending = ""
-        for raw in stream:
-            if pending:
-                pending += raw
-                try:
-                    json.loads(pending)
-                except ValueError:
-                    if raw.strip():
-                        continue
-                line, pending = pending.replace("\n", " "), ""
-                yield line
-                continue
-            if raw.lstrip().startswith("{"):
-                try:
-                    json.loads(raw)
-                except ValueError:
-                    pending = raw
-                    continue
-            yield raw
-        if pending:
-            yield pending.replace("\n", " ")
+        """Console lines from a stream; a pasted plan joined into one line (plan_lines)."""
+        return plan_lines(stream)
+
+
+def _number(pos, i, what, kind, default, example):
+    """pos[i] as a number (int or float), or default; a clear error otherwise."""
+    if len(pos) <= i:
+        if default is None:
+            raise ValueError("%s is missing, e.g. %s" % (what, example))
+        return default
+    try:
+        return kind(pos[i])
+    except ValueError:
+        raise ValueError("%s %r is not a number, e.g. %s" % (what, pos[i], example)) from None

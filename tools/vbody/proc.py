@@ -46,6 +46,7 @@ class BoardProc:
         self.wav = wav or os.path.join(out_dir, role + "-audio")
         self.stderr_path = os.path.join(out_dir, role + ".stderr")
         self.proc = None
+        self.last_stderr = None  # the board's last words: a traceback's error line, a crash line
         self.boots = 0
         self.exit_code = None
         self.stopping = False
@@ -77,7 +78,10 @@ class BoardProc:
                 start_new_session=True,
             )
             proc = self.proc
-        self._emit({"event": "started", "pid": proc.pid, "boot": self.boots})
+        ev = {"event": "started", "pid": proc.pid, "boot": self.boots}
+        if launch_.heap:
+            ev.update(heap=launch_.heap, code=launch_.code)
+        self._emit(ev)
         threading.Thread(target=self._read_stdout, args=(proc,), daemon=True).start()
         threading.Thread(target=self._read_stderr, args=(proc,), daemon=True).start()
         return self
@@ -85,6 +89,14 @@ class BoardProc:
     @property
     def pid(self):
         return self.proc.pid if self.proc else None
+
+    def failure(self):
+        """Why the board is gone when nobody stopped it (None while it runs or was stopped)."""
+        with self.lock:
+            code, stopping = self.exit_code, self.stopping
+        if code is None or stopping or code == launch.RESET_EXIT_CODE:
+            return None
+        return "exited with code %s: %s" % (code, self.last_stderr or "(nothing on stderr)")
 
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
@@ -107,6 +119,13 @@ class BoardProc:
                     obj = None
             if not isinstance(obj, dict):
                 obj = {"event": "print", "line": line}
+                if line.strip():
+                    self.last_stderr = line.strip()  # MicroPython prints tracebacks on stdout
+            elif obj.get("event") in ("crash", "refused", "error"):
+                self.last_stderr = "%s: %s" % (
+                    obj["event"],
+                    obj.get("reason") or obj.get("error") or obj,
+                )
             self._emit(obj)
         code = proc.wait()
         with self.lock:
@@ -125,6 +144,9 @@ class BoardProc:
             for raw in iter(proc.stderr.readline, b""):
                 f.write(raw)
                 f.flush()
+                text = raw.decode("utf-8", "replace").strip()
+                if text:
+                    self.last_stderr = text
                 self._emit({"event": "stderr", "line": raw.decode("utf-8", "replace").rstrip()})
 
     def stop(self, power_cut=False, timeout=3.0):
