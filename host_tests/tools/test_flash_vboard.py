@@ -94,6 +94,30 @@ def test_vboard_speaks_the_raw_repl_mpremote_expects(tmp_path):
         assert r.returncode == 0 and "after a running main.py" in r.stdout, r.stdout + r.stderr
 
 
+def test_a_ctrl_c_while_the_board_boots_never_reboots_it(tmp_path):
+    # mpremote's first bytes are "\r\x03" (interrupt whatever runs). Sent while the board still
+    # boots, the host holds the Ctrl-C and turns it into SIGINT at the board's first busy mark;
+    # by then the board may have left boot.py/main.py behind. The KeyboardInterrupt used to land
+    # outside any handler and end the interpreter: an extra boot, the flaky "a fresh process (3)".
+    for i in range(8):
+        with VirtualBoard(tmp_path / ("flash%d" % i)) as vb:
+            fd = os.open(vb.port, os.O_RDWR | os.O_NOCTTY)
+            try:
+                os.write(fd, b"\r\x03")
+                out = b""
+                end = time.monotonic() + 30
+                while time.monotonic() < end and out.count(b">>> ") < 2:
+                    r, _, _ = select.select([fd], [], [], 0.2)
+                    if r:
+                        out += os.read(fd, 4096)
+                time.sleep(0.3)  # a late interrupt would have ended the process by now
+                out += os.read(fd, 4096) if select.select([fd], [], [], 0.1)[0] else b""
+            finally:
+                os.close(fd)
+            assert b"interpreter exited" not in out, out[-300:]
+            assert vb.boots == 1, "trial %d: %d boots: %r" % (i, vb.boots, out[-300:])
+
+
 def test_mip_installs_the_protocol_core_from_the_working_copy(tmp_path):
     with VirtualBoard(tmp_path / "flash") as vb:
         r = mpremote(vb.port, "mip", "install", os.path.join(ROOT, "package.json"))

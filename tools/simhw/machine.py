@@ -260,7 +260,11 @@ class UART(io.IOBase):
             if self._mode == "listen":
                 s = socket.socket()
                 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                s.bind(self._addr)
+                try:
+                    s.bind(self._addr)
+                except OSError as e:
+                    s.close()
+                    raise OSError("UART%d: cannot listen on %s:%d: %s" % (id, host, port, e))
                 s.listen(1)
                 s.setblocking(False)
                 self._lsock = s

@@ -3,6 +3,7 @@ import argparse
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -126,6 +127,17 @@ def run_body(args):
     return code
 
 
+def _check_free(what, addr):
+    """OSError naming the address when something already listens on it."""
+    s = socket.socket()
+    try:
+        s.bind(addr)
+    except OSError as e:
+        raise OSError(e.errno, "%s: %s:%d is in use (%s)" % (what, addr[0], addr[1], e.strerror))
+    finally:
+        s.close()
+
+
 def run_board(argv):
     p = argparse.ArgumentParser(
         prog="sim.py board",
@@ -185,15 +197,33 @@ def run_board(argv):
 
     out = os.path.abspath(args.out or os.path.join(launch.ROOT, "sim-out", "board-" + args.role))
     board_specs = {}
-    for n, spec in uarts.items():
+    try:
+        # every address this board listens on is free, or one line says which is not
+        listens = [("--http", http)] if http else []
         if args.no_pace:
-            board_specs[n] = spec
-        else:
-            # the address is another simulator or implementation: the wire is plugged in before
-            # either side runs, so bytes for it wait for its first connection (bus.End)
-            c = bus.Cable("uart%d" % n, "listen:127.0.0.1:0", spec, hold_first="b").start()
-            cables.append(c)
-            board_specs[n] = c.a.peer_spec
+            for n, spec in uarts.items():
+                mode, host, port = bus.parse_spec(spec)
+                if mode == "listen":
+                    listens.append(("--uart %d" % n, (host, port)))
+        for what, addr in listens:
+            _check_free(what, addr)
+        for n, spec in uarts.items():
+            if args.no_pace:
+                board_specs[n] = spec
+            else:
+                # the address is another simulator or implementation: the wire is plugged in
+                # before either side runs, so bytes for it wait for its first connection (bus.End)
+                mode, host, port = bus.parse_spec(spec)
+                if mode == "listen":
+                    _check_free("--uart %d=%s" % (n, spec), (host, port))
+                c = bus.Cable("uart%d" % n, "listen:127.0.0.1:0", spec, hold_first="b").start()
+                cables.append(c)
+                board_specs[n] = c.a.peer_spec
+    except OSError as e:
+        for c in cables:
+            c.close()
+        sys.stderr.write("sim.py board: error: %s\n" % (e.strerror or e))
+        return 2
     log = open(args.log, "a") if args.log else None
     log_lock = threading.Lock()
 

@@ -50,6 +50,7 @@ LIFECYCLE = {
 }
 
 
+TAKE_GAP_S = 0.15  # tools/simhw/machine.py I2S.TAKE_GAP_MS: silence that starts a new WAV file
 HOLD_S = 0.2  # events wait this long to be printed in the order they happened (pin logs lag)
 
 
@@ -130,6 +131,8 @@ class Console:
         self.held_lock = threading.Lock()
         self.flusher = None
         self.opened = False  # the start line is out
+        self.take = None  # (wav, at): the speaker's current take
+        self.speaker_done = None  # when the speaker last said done
         body.on_event = self.on_event
 
     # -- output --------------------------------------------------------------------------------
@@ -218,12 +221,26 @@ class Console:
             return
         if name == "audio":
             self.wavs.append(ev["wav"])
-            text = "%s speaker audio -> %s" % (stamp, ev["wav"])
-            if ev.get("offset_s"):
-                text += " (from %.2f s)" % ev["offset_s"]
-            extra = {k: ev[k] for k in ("offset_s", "t_ms") if k in ev}
-            self.hold(at, "audio", text, wav=ev["wav"], **extra)
+            self.take = (ev["wav"], at)
+            self.hold(at, "audio", "%s speaker audio -> %s" % (stamp, ev["wav"]), wav=ev["wav"])
             return
+        if src == "speaker" and name == "done":
+            self.speaker_done = at
+        if name == "command" and src == "speaker" and ev.get("status") == 0:
+            # A take is one WAV file of sound without a pause (tools/simhw: a new file after
+            # 150 ms of silence); sound that follows sound at once goes on in the same file.
+            # Each piece still gets its line: this one names the file and where in it it starts.
+            done = self.speaker_done
+            if self.take and done is not None and self.take[1] < done and at - done < TAKE_GAP_S:
+                wav, start = self.take
+                self.hold(
+                    at,
+                    "audio",
+                    "%s speaker audio -> %s (from %.2f s: one take with the sound before)"
+                    % (stamp, wav, at - start),
+                    wav=wav,
+                    offset_s=round(at - start, 3),
+                )
         if name == "heap":
             return
         if name in ("stderr", "print"):
