@@ -253,7 +253,8 @@ class Console:
             self.schedule_menu()
         if src == "master" and name == "boot":
             self.last_menu = None
-        if name in LIFECYCLE or src in ("master", "bus") or self.verbose:
+        shown = name in LIFECYCLE or src in ("master", "bus") or self.verbose
+        if shown or (name == "started" and ev.get("heap")):  # --heap: what each board got
             self.hold(at, "event", "%s %s" % (stamp, self.describe(ev)), **fields)
 
     def describe(self, ev):
