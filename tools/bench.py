@@ -441,14 +441,34 @@ def main(argv):
         try:
             figures = run_here(area)
         except Exception as e:
-            sys.print_exception(e)
+            from organbus import log
+
+            log.print_exception(e)
             return 1
         print(to_json(figures))
         return 0
-    want = argv[1] if len(argv) > 1 else "core"
-    if want not in AREAS + ("all",) and not _module_exists(want):
-        print("bench: unknown area %r (core, %s, all)" % (want, ", ".join(_all_areas()[1:])))
-        return 2
+    if MP:  # the unix port has no argparse: one optional AREA
+        want = argv[1] if len(argv) > 1 else "core"
+        if want not in AREAS + ("all",) and not _module_exists(want):
+            print("bench: unknown area %r (core, %s, all)" % (want, ", ".join(_all_areas()[1:])))
+            return 2
+    else:
+        import argparse
+
+        names = ("core",) + tuple(_all_areas()[1:]) + ("all",)
+        ap = argparse.ArgumentParser(
+            prog="bench.py",
+            description="Benchmark figures (they print; they are not timed tests). The last "
+            "line is one JSON object with every figure.",
+        )
+        ap.add_argument(
+            "area",
+            nargs="?",
+            default="core",
+            choices=names,
+            help="what to measure (default core): %s" % ", ".join(names),
+        )
+        want = ap.parse_args(argv[1:]).area
     areas = _all_areas() if want == "all" else (want,)
     result = {}
     missing = []
@@ -466,12 +486,10 @@ def main(argv):
             else:
                 figures = run_on_unix_port(area)
         except Exception as e:  # report it, keep the other areas' figures
-            if MP:
-                sys.print_exception(e)
-            elif not isinstance(e, WorkerFailed):
-                import traceback
+            if not isinstance(e, WorkerFailed):
+                from organbus import log
 
-                traceback.print_exc()
+                log.print_exception(e)
             print("  %s: not measured (%s)" % (area, e))
             failed.append(area)
             continue

@@ -248,3 +248,12 @@ def test_readme_one_board_alone_block_runs_in_order_without_a_clash():
 def _sim_md_block():
     text = open(os.path.join(ROOT, "docs", "sim.md")).read()
     return text.split("## One board alone", 1)[1].split("```sh", 1)[1].split("```", 1)[0]
+
+
+def test_bench_help_and_a_bad_area_are_argparse_answers():
+    bench = [sys.executable, os.path.join(ROOT, "tools", "bench.py")]
+    r = subprocess.run(bench + ["--help"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "usage: bench.py" in r.stdout, r.stdout + r.stderr
+    assert "all" in r.stdout and "core" in r.stdout, r.stdout
+    r = subprocess.run(bench + ["nosuch"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "invalid choice: 'nosuch'" in r.stderr, r.stdout + r.stderr
