@@ -130,6 +130,9 @@ def run_body(args):
 def _check_free(what, addr):
     """OSError naming the address when something already listens on it."""
     s = socket.socket()
+    s.setsockopt(
+        socket.SOL_SOCKET, socket.SO_REUSEADDR, 1
+    )  # as the listener will: TIME_WAIT is free
     try:
         s.bind(addr)
     except OSError as e:
