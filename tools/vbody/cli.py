@@ -62,7 +62,7 @@ def run_body(args):
     try:
         try:
             body.start()
-        except OSError as e:
+        except (OSError, ValueError) as e:  # an address in use, code that does not compile
             sys.stderr.write("sim.py: error: %s\n" % e)
             code = 2
             return code
@@ -193,6 +193,8 @@ def run_board(argv):
             bus.parse_spec(spec, "--uart %d" % n)
             uarts[n] = spec
         http = launch.parse_hostport(args.http) if args.http else None
+        if args.heap:
+            launch.heap_bytes(args.heap)
         if (args.http or args.console) and args.role != "master":
             raise ValueError("--http and --console belong to the master board")
     except ValueError as e:
@@ -229,8 +231,11 @@ def run_board(argv):
         return 2
     log = open(args.log, "a") if args.log else None
     log_lock = threading.Lock()
+    done = threading.Event()
 
     def on_event(role, obj):
+        if obj.get("event") == "exit":
+            done.set()
         if log is not None and obj.get("event") not in ("print", "stderr"):
             with log_lock:
                 d = {"t_ms": int(time.time() * 1000)}
@@ -250,22 +255,11 @@ def run_board(argv):
         console=args.console,
         heap=args.heap,
         heap_report_ms=args.heap_report_ms,
-        stdin=None if args.console else subprocess.DEVNULL,
+        stdin=sys.stdin if args.console else subprocess.DEVNULL,  # the link: this process's stdin
         stdout_passthrough=True,
         pinlog=os.path.abspath(args.log) if args.log else None,
         wav=os.path.abspath(args.wav) if args.wav else None,
     )
-    if args.console:
-        board.stdin = sys.stdin  # the link is this process's own stdin
-    done = threading.Event()
-    orig = board._emit
-
-    def emit(obj):
-        orig(obj)
-        if obj.get("event") == "exit":
-            done.set()
-
-    board._emit = emit
 
     def on_signal(signum, frame):
         done.set()
@@ -324,6 +318,8 @@ def main(argv=None):
         for key in ("led", "speaker"):
             if getattr(args, key):
                 bus.parse_spec(getattr(args, key), "--" + key)
+        if args.heap:
+            launch.heap_bytes(args.heap)
     except ValueError as e:
         p.error(str(e))
     return run_body(args)
