@@ -53,6 +53,7 @@ async def run(
     console=None,
     max_steps=16,
     repl_globals=None,
+    ota_settings=None,
 ):
     """Run the master for ever. `http`: (host, port) or None; `console`: "link" puts the
     JSON-lines link on stdin/stdout, "repl" starts aiorepl when installed, None neither."""
@@ -64,9 +65,18 @@ async def run(
         pairs.append(("note", note))
     log.emit("boot", pairs)
     start(b, edges)
+    svc = None
+    if ota_settings is not None:  # the update over the air (master/ota.py), its trial
+        from master import otalink
+
+        o = dict(ota_settings)
+        o["token"] = (http_config or {}).get("token")
+        svc = otalink.service(b, o)
+        trial_ms = o.get("trial_ms", 60000)
+        asyncio.create_task(otalink.supervise(svc, http, trial_ms, time.ticks_ms, time.ticks_diff))
     if http:
         try:
-            await start_http(b, http[0], http[1], http_config)
+            await start_http(b, http[0], http[1], http_config, svc)
         except Exception as e:  # the body keeps running without its HTTP link
             log.emit("http_failed", [("host", http[0]), ("port", http[1]), ("error", repr(e))])
     if console == "link":
@@ -90,19 +100,23 @@ async def run(
         await asyncio.sleep_ms(60000)
 
 
-def http_routes(b):
-    """Every HTTP route of the master: its own, MCP, Body Protocol."""
+def http_routes(b, ota_service=None):
+    """Every HTTP route of the master: its own, MCP, Body Protocol, the update's."""
     from master import bodyproto, mcp, routes
 
     table = routes.routes(b)
     table.update(mcp.routes(b))
     table.update(bodyproto.routes(b))
+    if ota_service is not None:
+        from master import otalink
+
+        table.update(otalink.routes(ota_service))
     return table
 
 
-async def start_http(b, host, port, config=None):
+async def start_http(b, host, port, config=None, ota_service=None):
     from master import httpd
 
-    server = await httpd.serve(http_routes(b), host, port, config or {})
+    server = await httpd.serve(http_routes(b, ota_service), host, port, config or {})
     log.emit("http", [("host", host), ("port", getattr(server, "port", port))])
     return server

@@ -117,6 +117,40 @@ class HttpError(Exception):
 _UNREAD = object()
 
 
+class Stream:
+    """A route whose handler reads its own body as it arrives (`req.stream`), up to
+    `max_body` bytes, instead of the server reading it whole first (the OTA upload)."""
+
+    def __init__(self, handler, max_body):
+        self.handler = handler
+        self.max_body = max_body
+
+
+class BodyStream:
+    """The body of a Stream route: `await read()` gives the next piece (b"" once all came);
+    EOFError when the client stops early, asyncio.TimeoutError after `idle_ms` without data."""
+
+    def __init__(self, reader, rest, length, idle_ms):
+        self.reader = reader
+        self.rest = rest[:length]
+        self.left = length
+        self.idle_ms = idle_ms
+
+    async def read(self):
+        if self.rest:
+            chunk, self.rest = self.rest, b""
+        elif self.left <= 0:
+            return b""
+        else:
+            chunk = await asyncio.wait_for(
+                self.reader.read(min(_READ * 2, self.left)), self.idle_ms / 1000
+            )
+            if not chunk:
+                raise EOFError
+        self.left -= len(chunk)
+        return chunk
+
+
 class Request:
     """What a handler gets: `method path query headers content json client` (`content`: the
     request body's bytes; "body" in master/ is the Body facade)."""
@@ -439,10 +473,19 @@ class HttpServer:
                 n = -1
             if n < 0 or not cl.isdigit():
                 raise HttpError(400, "invalid Content-Length %r" % cl[:20])
-        if n > cfg["max_body"]:
-            raise HttpError(413, "body of %d bytes is over the limit of %d" % (n, cfg["max_body"]))
+        stream = isinstance(handler, Stream)
+        limit = handler.max_body if stream else cfg["max_body"]
+        if n > limit:
+            raise HttpError(413, "body of %d bytes is over the limit of %d" % (n, limit))
         req = Request(method, path, query, headers, addr)
-        if n:
+        if stream:
+            if headers.get("expect", "").lower() == "100-continue":
+                writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+                await asyncio.wait_for(writer.drain(), cfg["write_timeout_ms"] / 1000)
+            req.stream = BodyStream(reader, rest, n, cfg["body_timeout_ms"])
+            rec[2] = None  # a long upload is not a slow client: never reclaimed
+            handler = handler.handler
+        elif n:
             if headers.get("expect", "").lower() == "100-continue":
                 # curl asks before sending a body over 1 KB; say go on (refusals came first).
                 writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")

@@ -118,8 +118,11 @@ def main():
     sta = _wifi(config) if wifi else None
     console = settings.get("console", config.get("console", "repl"))  # "link", "repl" or "none"
     args = (uarts, mode, note, http, config.get("http", {}), console)
+    ota = dict(config.get("ota") or {})  # the update key; the flash root and trial from settings
+    ota.update(flash=settings.get("flash", ""), reset=machine.reset)
+    ota["trial_ms"] = settings.get("ota_trial_ms", 60000)
     try:
-        asyncio.run(_run(sta, *args, settings.get("max_steps", 16), globals()))
+        asyncio.run(_run(sta, *args, settings.get("max_steps", 16), globals(), ota))
     except Exception as e:  # a crash: say why, then reset and announce afresh, as an organ does
         log.crash(e)
         time.sleep_ms(1000)

@@ -1,0 +1,60 @@
+# Boot step of the master before main.py: picks the code slot (ota.json), rolls back a trial that did not commit.
+#
+# Never updated over the air and importing nothing from a slot, so a bad update cannot reach
+# it. The slot's folder goes first on sys.path (before .frozen and /lib): main.py's imports
+# then load the slot's code. A trial gets one boot; booting again while it is still on trial
+# (a crash, a reset, a power cut before its commit) rolls back to the previous slot.
+import json
+import os
+import sys
+
+STATE = "ota.json"
+
+
+def _write(path, st):
+    with open(path + ".tmp", "w") as f:
+        f.write(json.dumps(st))
+    try:
+        os.remove(path)
+    except OSError:
+        pass
+    os.rename(path + ".tmp", path)
+
+
+def choose(root=""):
+    """The slot to run ("" the root's /lib), after rolling back an unfinished trial; puts it
+    on sys.path and returns (slot, note)."""
+    path = (root + "/" if root else "") + STATE
+    try:
+        with open(path) as f:
+            st = json.loads(f.read())
+    except (OSError, ValueError):
+        return "", None
+    note = None
+    if st.get("state") == "trial":
+        if st.get("boots", 0) >= 1:
+            why = "the trial of %s did not commit before the board booted again" % st.get("version")
+            st = {
+                "slot": st.get("previous", ""),
+                "version": st.get("previous_version"),
+                "previous": st.get("slot", ""),
+                "previous_version": st.get("version"),
+                "state": "rolled_back",
+                "result": {"ok": False, "reason": "rolled back: " + why},
+            }
+            note = why
+        else:
+            st["boots"] = 1
+        _write(path, st)
+    slot = st.get("slot", "")
+    if slot:
+        d = (root + "/" if root else "") + slot
+        base = os.getcwd() if not d.startswith("/") else ""
+        sys.path.insert(0, (base.rstrip("/") + "/" + d) if base else d)
+    return slot, note
+
+
+if __name__ == "__main__":
+    _slot, _note = choose()
+    if _note:
+        print('{"event": "ota", "result": "rolled_back", "why": %s}' % json.dumps(_note))

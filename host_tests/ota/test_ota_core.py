@@ -1,0 +1,266 @@
+# The update's sans-IO core (master/ota.py) and the boot step (boards/c6_master/boot.py), on both interpreters.
+import gc
+import hashlib
+import json
+import os
+import sys
+
+from master import ota
+
+UNIX_PORT = True
+MP = sys.implementation.name == "micropython"
+KEY = b"0123456789abcdef0123456789abcdef"
+_n = [0]
+
+
+def _tmp():
+    _n[0] += 1
+    d = "/tmp/ota-core-%d-%d-%s" % (os.getpid() if hasattr(os, "getpid") else 0, _n[0], _rand())
+    ota.rmtree(d)
+    ota.makedirs(d + "/organbus")
+    with open(d + "/main.py", "w") as f:
+        f.write("print('root main')\n")
+    with open(d + "/organbus/x.py", "w") as f:
+        f.write("X = 1\n")
+    return d
+
+
+def _rand():
+    return "".join("%02x" % b for b in os.urandom(4))
+
+
+def _hex(b):
+    return "".join("%02x" % x for x in b)
+
+
+def bundle(files, version="2.0", key=KEY, digests=None):
+    man = {"version": version, "files": []}
+    for i, (p, data) in enumerate(files):
+        d = digests[i] if digests else _hex(hashlib.sha256(data).digest())
+        man["files"].append({"path": p, "size": len(data), "sha256": d})
+    raw = json.dumps(man).encode()
+    out = ota.bundle_head(key, raw) + raw
+    for _, data in files:
+        out += data
+    return out
+
+
+def _tree(d):
+    out = {}
+    for name in sorted(os.listdir(d)):
+        p = d + "/" + name
+        if ota._is_dir(p):
+            for k, v in _tree(p).items():
+                out[name + "/" + k] = v
+        else:
+            with open(p, "rb") as f:
+                out[name] = f.read()
+    return out
+
+
+FILES = [("master/app.py", b"print('new app')\n" * 40), ("organbus/x.py", b"X = 2\n"), ("e", b"")]
+
+
+def _upload(svc, data, step, length=None):
+    rx = svc.receiver(len(data) if length is None else length)
+    try:
+        for i in range(0, len(data), step):
+            rx.feed(data[i : i + step])
+        rx.finish()
+    except ota.OtaError as e:
+        return svc.ended(rx, e), rx
+    return svc.ended(rx), rx
+
+
+def _svc(d, token="t", key=KEY):
+    lines = []
+    s = ota.Service(d, key, token, lambda: ["led"], None, lambda e, p: lines.append((e, p)))
+    return s, lines
+
+
+def test_hmac_rfc4231_case2():
+    got = ota.hmac_sha256(b"Jefe", b"what do ya want for nothing?")
+    want = "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+    assert _hex(got) == want, _hex(got)
+    long_key = ota.hmac_sha256(b"k" * 100, b"m")
+    assert len(long_key) == 32 and long_key != ota.hmac_sha256(b"k" * 64, b"m")
+
+
+def test_good_bundle_goes_to_the_inactive_slot_in_any_pieces():
+    for step in (1, 7, 1000, 100000):
+        d = _tmp()
+        before = _tree(d)
+        svc, lines = _svc(d)
+        result, rx = _upload(svc, bundle(FILES), step)
+        assert result["ok"], result
+        t = _tree(d)
+        for p, data in FILES:
+            assert t["a/" + p] == data, (step, p)
+        for k in before:
+            assert t[k] == before[k], "running code changed: " + k
+        st = json.loads(t["ota.json"])
+        assert st["state"] == "trial" and st["slot"] == "a" and st["version"] == "2.0", st
+        assert st["previous"] == "" and st["organs"] == ["led"] and st["boots"] == 0, st
+        assert lines[-1][0] == "ota" and ("result", "trial") in lines[-1][1], lines
+        assert svc.document()["state"] == "trial"
+        ota.rmtree(d)
+
+
+def _refused(data, status, words, token="t", key=KEY, cut=None):
+    d = _tmp()
+    before = _tree(d)
+    svc, lines = _svc(d, token, key)
+    length = len(data)
+    if cut is not None:
+        data = data[:cut]
+    try:
+        result, rx = _upload(svc, data, 64, length)
+    except ota.OtaError as e:  # refused before any byte (the token)
+        svc.refuse(e.status, e.reason)
+        result = svc.last
+    assert not result["ok"] and result["status"] == status, (result, status)
+    assert words in result["reason"], (result["reason"], words)
+    assert _tree(d) == before, "something was written: %r" % sorted(_tree(d))
+    doc = svc.document()
+    assert doc["state"] == "running" and doc["result"]["reason"] == result["reason"], doc
+    assert lines and ("result", "refused") in lines[-1][1], lines
+    ota.rmtree(d)
+
+
+def test_wrong_hash_refused_with_the_reason_slot_removed():
+    bad = ["0" * 64, _hex(hashlib.sha256(b"X = 2\n").digest()), _hex(hashlib.sha256(b"").digest())]
+    _refused(bundle(FILES, digests=bad), 422, "master/app.py: SHA-256 does not match")
+
+
+def test_bad_signature_403_nothing_written():
+    _refused(bundle(FILES, key=b"another key, not the board's one"), 403, "signature")
+    _refused(bundle(FILES), 403, "no update key", key=None)
+
+
+def test_missing_token_401_nothing_written():
+    _refused(bundle(FILES), 401, "bearer token", token=None)
+
+
+def test_cut_upload_leaves_the_old_code():
+    data = bundle(FILES)
+    _refused(data, 400, "upload ended after 20 bytes, in its head", cut=20)
+    _refused(data, 400, "inside master/app.py", cut=len(data) - 300)
+
+
+def test_manifest_refusals():
+    _refused(b"NOTOTA" + bytes(200), 400, "no OBOTA1 magic")
+    big = ota.MAGIC + bytes([0x20, 0x01]) + bytes(32) + bytes(100)
+    _refused(big, 413, "manifest of 8193 bytes, the limit is 4096")
+    _refused(bundle([("../boot.py", b"x")]), 400, "may not hold . or ..")
+    _refused(bundle([("/abs", b"x")]), 400, "must be relative")
+    _refused(bundle([("main.py", b"x")]), 400, "root file")
+    _refused(bundle([("a b", b"x")]), 400, "has the character")
+    _refused(bundle([("x", b"1"), ("x", b"1")]), 400, "listed twice")
+    _refused(bundle(FILES) + b"extra", 400, "the manifest makes")
+    raw = b'{"version": "1", "version": "2", "files": []}'
+    _refused(ota.bundle_head(KEY, raw) + raw, 400, "duplicate key")
+    raw = b'{"version": "1", "files": []}'
+    _refused(ota.bundle_head(KEY, raw) + raw, 400, "files must be a list of 1 to 64")
+
+
+def test_heap_bounded_while_streaming():
+    data = bundle([("master/big.py", bytes(range(256)) * 256), ("organbus/x.py", b"X = 3\n")])
+    d = _tmp()
+    svc, _ = _svc(d)
+    rx = svc.receiver(len(data))
+    chunk = bytearray(1024)
+    mv = memoryview(data)
+    if MP:
+        gc.collect()
+        base = gc.mem_alloc()
+        peak = 0
+        for i in range(0, len(data), 1024):
+            n = min(1024, len(data) - i)
+            chunk[:n] = mv[i : i + n]
+            rx.feed(memoryview(chunk)[:n])
+            gc.collect()  # what the update keeps alive (its garbage goes at the next collect)
+            peak = max(peak, gc.mem_alloc() - base)
+    else:
+        import tracemalloc
+
+        tracemalloc.start()
+        for i in range(0, len(data), 1024):
+            n = min(1024, len(data) - i)
+            chunk[:n] = mv[i : i + n]
+            rx.feed(memoryview(chunk)[:n])
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    rx.finish()
+    print("ota heap: peak %d bytes above the start while streaming %d bytes" % (peak, len(data)))
+    assert peak < 8192, "streaming took %d bytes of heap" % peak
+    assert svc.ended(rx)["ok"]
+    ota.rmtree(d)
+
+
+def _boot():
+    here = __file__.rsplit("/", 3)[0] if "/" in __file__ else "."
+    sys.path.insert(0, here + "/boards/c6_master")
+    try:
+        import boot
+    finally:
+        sys.path.pop(0)
+    return boot
+
+
+def test_trial_gets_one_boot_then_rolls_back():
+    boot = _boot()
+    d = _tmp()
+    svc, _ = _svc(d)
+    assert _upload(svc, bundle(FILES), 500)[0]["ok"]
+    saved = list(sys.path)
+    try:
+        slot, note = boot.choose(d)
+        assert slot == "a" and note is None and sys.path[0].endswith(d + "/a"), (slot, sys.path[0])
+        assert ota.read_state(d)["boots"] == 1
+        slot, note = boot.choose(d)  # booted again before a commit: back to the root's code
+        assert slot == "" and "did not commit" in note, (slot, note)
+        st = ota.read_state(d)
+        assert st["state"] == "rolled_back" and st["version"] is None, st
+        assert st["previous_version"] == "2.0" and not st["result"]["ok"], st
+    finally:
+        sys.path[:] = saved
+    ota.rmtree(d)
+
+
+def test_commit_then_next_update_goes_to_the_other_slot_and_rollback_returns():
+    boot = _boot()
+    d = _tmp()
+    svc, _ = _svc(d)
+    assert _upload(svc, bundle(FILES, "2.0"), 500)[0]["ok"]
+    saved = list(sys.path)
+    try:
+        boot.choose(d)
+        svc = _svc(d)[0]
+        assert svc.trial_check(False) == "the HTTP server has not answered"
+        assert svc.trial_check(True) == ""
+        svc.commit("test")
+        assert boot.choose(d) == ("a", None) and ota.read_state(d)["state"] == "running"
+        r, rx = _upload(svc, bundle(FILES, "3.0"), 500)
+        assert r["ok"] and rx.writer.dir == d + "/b", rx.writer.dir
+        assert boot.choose(d)[0] == "b"
+        svc = _svc(d)[0]
+        svc.commit("test")
+        assert svc.roll_back("asked")
+        st = ota.read_state(d)
+        assert st["slot"] == "a" and st["version"] == "2.0" and st["state"] == "rolled_back", st
+        assert boot.choose(d)[0] == "a"
+    finally:
+        sys.path[:] = saved
+    ota.rmtree(d)
+
+
+def test_no_upload_during_a_trial():
+    d = _tmp()
+    svc, _ = _svc(d)
+    assert _upload(svc, bundle(FILES), 500)[0]["ok"]
+    try:
+        svc.receiver(10)
+        raise AssertionError("an upload started during a trial")
+    except ota.OtaError as e:
+        assert e.status == 409 and "on trial" in e.reason
+    ota.rmtree(d)

@@ -1,0 +1,487 @@
+# The master's update over the air, sans-IO: the signed bundle, its streamed check into the inactive slot, the trial state.
+#
+# A bundle is HEAD + manifest + the files, in the manifest's order:
+#   HEAD      b"OBOTA1", manifest length (2 bytes, big-endian), HMAC-SHA256(key, manifest) (32)
+#   manifest  JSON {"version": str, "files": [{"path": str, "size": int, "sha256": hex}]}
+#   files     each file's bytes, back to back
+# The manifest is checked (signature first) before any byte is written; each file goes to the
+# inactive slot as it arrives, hashed on the way; a wrong size or hash aborts with the reason and
+# removes the slot's partial content. The running slot, the root and the state file are never
+# touched by an upload: only a complete, verified one switches the state to a trial.
+#
+# The flash (a board's "/", a host's board folder) holds: boot.py, main.py, board.json (the
+# root, installed over USB, never updated here), ota.json (the state) and the slots "a" and "b"
+# (a slot is a folder laid out as /lib). Slot "" is the root's /lib, the USB install.
+import binascii
+import gc
+import hashlib
+import json
+import os
+
+from micropython import const
+
+from organbus import jsonread, log
+
+MAGIC = b"OBOTA1"
+HEAD = const(40)  # magic (6) + manifest length (2) + HMAC-SHA256 (32)
+MAX_MANIFEST = const(4096)
+MAX_FILES = const(64)
+MAX_VERSION = const(40)
+STATE_FILE = "ota.json"
+SLOTS = ("a", "b")
+ROOT_FILES = ("boot.py", "main.py", "board.json", "settings.json", "config.json", STATE_FILE)
+_BLOCK = const(64)  # SHA-256 block size, for HMAC
+_PATH_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./"
+
+RUNNING = "running"
+TRIAL = "trial"
+ROLLED_BACK = "rolled_back"
+
+
+class OtaError(Exception):
+    """A refused update: the HTTP status and the reason."""
+
+    def __init__(self, status, reason):
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+def hmac_sha256(key, msg):
+    """HMAC-SHA256 (RFC 2104) with hashlib alone: MicroPython has no hmac module."""
+    if len(key) > _BLOCK:
+        key = hashlib.sha256(key).digest()
+    k = bytearray(_BLOCK)
+    k[: len(key)] = key
+    inner = bytearray(_BLOCK)
+    outer = bytearray(_BLOCK)
+    for i in range(_BLOCK):
+        inner[i] = k[i] ^ 0x36
+        outer[i] = k[i] ^ 0x5C
+    h = hashlib.sha256(inner)
+    h.update(msg)
+    o = hashlib.sha256(outer)
+    o.update(h.digest())
+    return o.digest()
+
+
+def same(a, b):
+    """Equal byte strings, compared without an early exit (the time tells nothing)."""
+    if len(a) != len(b):
+        return False
+    d = 0
+    for i in range(len(a)):
+        d |= a[i] ^ b[i]
+    return d == 0
+
+
+def key_bytes(text):
+    """The update key from its hex text (config.json "ota": {"key": ...}); ValueError if not hex."""
+    try:
+        k = binascii.unhexlify(text)
+    except Exception:
+        raise ValueError("the update key must be hex digits")
+    if len(k) < 16:
+        raise ValueError("the update key must be at least 16 bytes (32 hex digits)")
+    return k
+
+
+def bundle_head(key, manifest):
+    """HEAD for a manifest's bytes (the host's signing side and the tests)."""
+    n = len(manifest)
+    return MAGIC + bytes([n >> 8, n & 255]) + hmac_sha256(key, manifest)
+
+
+def check_path(p):
+    """A manifest path is relative, plain and not a root file; raises OtaError(400)."""
+    if not isinstance(p, str) or not p or len(p) > 96:
+        raise OtaError(400, "manifest: a file path must be a string of 1 to 96 characters")
+    for c in p:
+        if c not in _PATH_CHARS:
+            raise OtaError(400, "manifest: path %r has the character %r" % (p, c))
+    if p[0] == "/" or p[-1] == "/" or "//" in p:
+        raise OtaError(400, "manifest: path %r must be relative, naming a file" % p)
+    for part in p.split("/"):
+        if part in (".", ".."):
+            raise OtaError(400, "manifest: path %r may not hold . or .." % p)
+    if p in ROOT_FILES:
+        raise OtaError(400, "manifest: %r is a root file, never updated over the air" % p)
+
+
+def parse_manifest(raw):
+    """(version, [(path, size, digest bytes)]) of a signed manifest; raises OtaError(400)."""
+    try:
+        doc, dups = jsonread.read(raw)
+    except jsonread.JsonError as e:
+        raise OtaError(400, "manifest: not JSON: %s" % e.msg)
+    if dups:
+        raise OtaError(400, "manifest: duplicate key %r" % (dups[0][1],))
+    if not isinstance(doc, dict):
+        raise OtaError(400, "manifest: not a JSON object")
+    version = doc.get("version")
+    if not isinstance(version, str) or not 0 < len(version) <= MAX_VERSION:
+        raise OtaError(
+            400, "manifest: version must be a string of 1 to %d characters" % MAX_VERSION
+        )
+    files = doc.get("files")
+    if not isinstance(files, list) or not 0 < len(files) <= MAX_FILES:
+        raise OtaError(400, "manifest: files must be a list of 1 to %d files" % MAX_FILES)
+    out = []
+    seen = set()
+    for f in files:
+        if not isinstance(f, dict):
+            raise OtaError(400, "manifest: each file must be an object {path, size, sha256}")
+        p, size, digest = f.get("path"), f.get("size"), f.get("sha256")
+        check_path(p)
+        if p in seen:
+            raise OtaError(400, "manifest: %r is listed twice" % p)
+        seen.add(p)
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            raise OtaError(400, "manifest: %s: size must be a whole number of bytes" % p)
+        if not isinstance(digest, str) or len(digest) != 64:
+            raise OtaError(400, "manifest: %s: sha256 must be 64 hex digits" % p)
+        try:
+            d = binascii.unhexlify(digest)
+        except Exception:
+            raise OtaError(400, "manifest: %s: sha256 must be 64 hex digits" % p)
+        out.append((p, size, d))
+    return version, out
+
+
+# -- the flash --------------------------------------------------------------------------------
+
+
+def _join(*parts):
+    return "/".join([p for p in parts if p])
+
+
+def _is_dir(path):
+    try:
+        return os.stat(path)[0] & 0x4000 != 0
+    except OSError:
+        return False
+
+
+def rmtree(path):
+    """Remove a folder and all it holds (no shutil on a board)."""
+    if not _is_dir(path):
+        try:
+            os.remove(path)
+        except OSError:
+            pass
+        return
+    for name in os.listdir(path):
+        rmtree(path + "/" + name)
+    os.rmdir(path)
+
+
+def makedirs(path):
+    """Every missing folder of `path` ("a/b/c")."""
+    acc = ""
+    for part in path.split("/"):
+        if not part:
+            acc = "/" if not acc else acc
+            continue
+        acc = part if not acc else (acc + part if acc.endswith("/") else acc + "/" + part)
+        if not _is_dir(acc):
+            os.mkdir(acc)
+
+
+def free_bytes(root):
+    """Free bytes on the file system holding `root`, or None where it cannot be told."""
+    try:
+        st = os.statvfs(root or ".")
+        return st[0] * st[4]
+    except (OSError, AttributeError):
+        return None
+
+
+def read_state(root):
+    """The state in ota.json (a missing or unreadable file: the root slot running)."""
+    try:
+        with open(_join(root, STATE_FILE)) as f:
+            st = json.loads(f.read())
+        if isinstance(st, dict):
+            return st
+    except (OSError, ValueError):
+        pass
+    return {"slot": "", "version": None, "previous": None, "state": RUNNING, "result": None}
+
+
+def write_state(root, st):
+    """ota.json written whole, then renamed over the old one (a cut write leaves the old)."""
+    path = _join(root, STATE_FILE)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(json.dumps(st))
+    try:
+        os.remove(path)  # littlefs and posix rename over a file; FAT does not
+    except OSError:
+        pass
+    os.rename(tmp, path)
+
+
+def inactive(slot):
+    """The slot an update goes to while `slot` runs ("" the root: "a")."""
+    return "b" if slot == "a" else "a"
+
+
+class SlotWriter:
+    """Writes one slot's files under `root`: begin() empties it, open(path) a file in it,
+    abort() removes what was written."""
+
+    def __init__(self, root, slot):
+        self.root = root
+        self.dir = _join(root, slot)
+        self.written = 0  # files opened
+
+    def begin(self):
+        rmtree(self.dir)
+        makedirs(self.dir)
+
+    def open(self, path):
+        d = path.rpartition("/")[0]
+        if d:
+            makedirs(_join(self.dir, d))
+        self.written += 1
+        return open(_join(self.dir, path), "wb")
+
+    def abort(self):
+        rmtree(self.dir)
+
+
+class Receiver:
+    """Takes a bundle's bytes in pieces (`feed`), checks and writes them through `writer`;
+    `finish()` after the last. Every refusal raises OtaError; the caller aborts the writer."""
+
+    def __init__(self, writer, key, length=None, max_manifest=MAX_MANIFEST, free=None):
+        self.writer = writer
+        self.key = key
+        self.length = length  # the Content-Length, checked against the manifest
+        self.max_manifest = max_manifest
+        self.free = free  # free flash bytes, or None
+        self.head = bytearray(HEAD)
+        self.manifest = None
+        self.got = 0  # bytes of the current part
+        self.total = 0  # bytes fed
+        self.version = None
+        self.files = None
+        self.index = 0  # the file being written
+        self.file = None
+        self.hash = None
+        self.done = False
+
+    def feed(self, data):
+        mv = memoryview(data)
+        n = len(mv)
+        i = 0
+        self.total += n
+        while i < n:
+            if self.files is None and self.manifest is None:
+                take = min(HEAD - self.got, n - i)
+                self.head[self.got : self.got + take] = mv[i : i + take]
+                self.got += take
+                i += take
+                if self.got == HEAD:
+                    self._start_manifest()
+            elif self.files is None:
+                take = min(len(self.manifest) - self.got, n - i)
+                self.manifest[self.got : self.got + take] = mv[i : i + take]
+                self.got += take
+                i += take
+                if self.got == len(self.manifest):
+                    self._check_manifest()
+            elif self.index < len(self.files):
+                path, size, digest = self.files[self.index]
+                take = min(size - self.got, n - i)
+                if take:
+                    part = mv[i : i + take]
+                    self.file.write(part)
+                    self.hash.update(part)
+                    self.got += take
+                    i += take
+                if self.got == size:
+                    self._end_file()
+            else:
+                raise OtaError(400, "bundle: %d bytes after the last file" % (n - i))
+
+    def _start_manifest(self):
+        if bytes(self.head[:6]) != MAGIC:
+            raise OtaError(400, "bundle: not an update bundle (no OBOTA1 magic)")
+        m = (self.head[6] << 8) | self.head[7]
+        if m == 0 or m > self.max_manifest:
+            raise OtaError(
+                413, "bundle: manifest of %d bytes, the limit is %d" % (m, self.max_manifest)
+            )
+        self.manifest = bytearray(m)
+        self.got = 0
+
+    def _check_manifest(self):
+        if self.key is None:
+            raise OtaError(403, "this master has no update key (config.json ota.key)")
+        if not same(hmac_sha256(self.key, self.manifest), self.head[8:]):
+            raise OtaError(403, "bundle: the manifest's signature does not match the update key")
+        version, files = parse_manifest(bytes(self.manifest))
+        size = HEAD + len(self.manifest)
+        for f in files:
+            size += f[1]
+        if self.length is not None and size != self.length:
+            raise OtaError(
+                400, "bundle: the manifest makes %d bytes, the upload has %d" % (size, self.length)
+            )
+        if self.free is not None and size > self.free:
+            raise OtaError(
+                413, "bundle: %d bytes do not fit the %d free on flash" % (size, self.free)
+            )
+        self.manifest = None
+        gc.collect()
+        self.version = version
+        self.files = files
+        self.got = 0
+        self.writer.begin()
+        self._open()
+
+    def _open(self):
+        if self.index < len(self.files):
+            self.file = self.writer.open(self.files[self.index][0])
+            self.hash = hashlib.sha256()
+            if self.files[self.index][1] == 0:
+                self._end_file()
+        else:
+            self.done = True
+
+    def _end_file(self):
+        path, size, digest = self.files[self.index]
+        self.file.close()
+        self.file = None
+        if not same(self.hash.digest(), digest):
+            raise OtaError(422, "bundle: %s: SHA-256 does not match the manifest" % path)
+        self.index += 1
+        self.got = 0
+        self._open()
+
+    def close(self):
+        """Close a file left open by a refusal or a cut upload."""
+        if self.file is not None:
+            self.file.close()
+            self.file = None
+
+    def finish(self):
+        """Raises OtaError(400) unless every file arrived whole."""
+        if self.done:
+            return
+        self.close()
+        if self.files is None:
+            raise OtaError(400, "bundle: upload ended after %d bytes, in its head" % self.total)
+        path = self.files[self.index][0]
+        raise OtaError(400, "bundle: upload ended after %d bytes, inside %s" % (self.total, path))
+
+
+class Service:
+    """The master's update state over a flash `root`: the upload into the inactive slot, the
+    trial after it, commit and rollback, GET /ota's document. `reset()` restarts the board,
+    `online()` the module_ids of the organs registered now, `emit` the event log."""
+
+    def __init__(self, root="", key=None, token=None, online=None, reset=None, emit=log.emit):
+        self.root = root
+        self.key = key
+        self.token = token
+        self.online = online or (lambda: [])
+        self.reset = reset
+        self.emit = emit
+        self.busy = False
+        self.last = None  # the last result not in the state file (a refused upload)
+        self.st = read_state(root)
+
+    def document(self):
+        st = self.st
+        result = self.last or st.get("result")
+        return {
+            "version": st.get("version"),
+            "previous": st.get("previous_version"),
+            "slot": st.get("slot", ""),
+            "state": st.get("state", RUNNING),
+            "result": result,
+            "free_flash": free_bytes(self.root),
+        }
+
+    def refuse(self, status, reason):
+        self.last = {"ok": False, "status": status, "reason": reason}
+        self.emit("ota", [("result", "refused"), ("status", status), ("reason", reason)])
+
+    def receiver(self, length):
+        """A Receiver into the inactive slot; raises OtaError when no upload may start."""
+        if not self.token:
+            raise OtaError(401, "updates need a bearer token: set http.token in config.json")
+        if self.busy:
+            raise OtaError(409, "an update is already uploading")
+        if self.st.get("state") == TRIAL:
+            raise OtaError(409, "the running code is on trial; wait for its commit or rollback")
+        w = SlotWriter(self.root, inactive(self.st.get("slot", "")))
+        self.busy = True
+        return Receiver(w, self.key, length, MAX_MANIFEST, free_bytes(self.root))
+
+    def ended(self, rx, error=None):
+        """After an upload: a refusal aborts the slot and is recorded; a verified bundle puts
+        its slot on trial (the caller resets the board). Returns the result."""
+        self.busy = False
+        if error is not None:
+            rx.close()
+            if rx.files is not None:
+                rx.writer.abort()
+            self.refuse(error.status, error.reason)
+            return self.last
+        old = self.st
+        slot = rx.writer.dir[len(self.root) :].strip("/")
+        st = {
+            "slot": slot,
+            "version": rx.version,
+            "previous": old.get("slot", ""),
+            "previous_version": old.get("version"),
+            "state": TRIAL,
+            "boots": 0,
+            "organs": sorted(self.online()),
+            "result": {"ok": True, "reason": "uploaded and verified; on trial after the reset"},
+        }
+        write_state(self.root, st)
+        self.st = st
+        self.last = None
+        self.emit("ota", [("result", "trial"), ("version", rx.version), ("slot", slot)])
+        return st["result"]
+
+    def commit(self, why):
+        st = dict(self.st)
+        st["state"] = RUNNING
+        st["result"] = {"ok": True, "reason": "committed: " + why}
+        write_state(self.root, st)
+        self.st = st
+        self.emit("ota", [("result", "committed"), ("version", st.get("version")), ("why", why)])
+
+    def roll_back(self, why):
+        """Back to the previous slot on the next boot (the caller resets); False when there is
+        no previous slot."""
+        st = self.st
+        if st.get("previous") is None:
+            return False
+        new = {
+            "slot": st["previous"],
+            "version": st.get("previous_version"),
+            "previous": st.get("slot", ""),
+            "previous_version": st.get("version"),
+            "state": ROLLED_BACK,
+            "result": {"ok": False, "reason": "rolled back: " + why},
+        }
+        write_state(self.root, new)
+        self.st = new
+        self.emit("ota", [("result", "rolled_back"), ("version", new["version"]), ("why", why)])
+        return True
+
+    def trial_check(self, http_ok):
+        """During a trial: the reason it cannot commit yet ("" when it can)."""
+        if not http_ok:
+            return "the HTTP server has not answered"
+        now = self.online()
+        missing = [m for m in self.st.get("organs", ()) if m not in now]
+        if missing:
+            return "organs not registered again: " + ", ".join(missing)
+        return ""
