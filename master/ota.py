@@ -17,6 +17,7 @@ import gc
 import hashlib
 import json
 import os
+import sys
 
 from micropython import const
 
@@ -403,6 +404,7 @@ class Service:
             "state": st.get("state", RUNNING),
             "result": result,
             "free_flash": free_bytes(self.root),
+            "mpy": getattr(sys.implementation, "_mpy", None),  # .mpy version and arch to build for
         }
 
     def refuse(self, status, reason):

@@ -7,7 +7,13 @@ import time
 import machine
 
 from organbus import boardfile, log
-from master import app
+
+try:
+    from master import app
+except Exception as _e:  # code that cannot even load: reset (boot.py rolls an update's trial back)
+    log.crash(_e)
+    time.sleep_ms(1000)
+    machine.reset()
 
 ONE_PORT_NOTE = (
     "one-port mode: stock firmware mirrors the REPL on UART0, so only UART(1) is an organ "

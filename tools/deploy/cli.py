@@ -52,7 +52,7 @@ def parse_args(argv):
         "ORGANBUS_WIFI_PASSWORD and ORGANBUS_HTTP_TOKEN; they are written to the board only.",
     )
     ap.add_argument("role", choices=sorted(ROLES), help="which board to deploy")
-    ap.add_argument("--port", required=True, help="the board's serial port (e.g. /dev/ttyACM0)")
+    ap.add_argument("--port", help="the board's serial port (e.g. /dev/ttyACM0)")
     ap.add_argument("--firmware", help="erase the flash and write this MicroPython image first")
     ap.add_argument("--baud", type=int, default=460800, help="esptool baud rate (460800)")
     ap.add_argument("--arch", help="mpy-cross -march (default: board.json's arch)")
@@ -72,7 +72,43 @@ def parse_args(argv):
     ap.add_argument("--wifi-password", help="master: Wi-Fi password (or ORGANBUS_WIFI_PASSWORD)")
     ap.add_argument("--token", help="master: HTTP bearer token (or ORGANBUS_HTTP_TOKEN)")
     ap.add_argument("--console", choices=("repl", "link"), help="master: USB console use")
-    return ap.parse_args(argv)
+    ap.add_argument(
+        "--ota",
+        metavar="URL",
+        help="master: update it over the air at http://HOST[:PORT] (with --token), no --port",
+    )
+    ap.add_argument(
+        "--ota-rollback",
+        metavar="URL",
+        nargs="?",
+        const=True,
+        help="master: ask it to go back to its previous slot (URL here or in --ota)",
+    )
+    ap.add_argument("--ota-key", metavar="FILE", help="the update key (hex; or ORGANBUS_OTA_KEY)")
+    ap.add_argument("--ota-version", help="the update's version (default: git describe + time)")
+    ap.add_argument(
+        "--ota-timeout", type=float, default=120.0, help="seconds to wait for commit or rollback"
+    )
+    args = ap.parse_args(argv)
+    if args.ota or args.ota_rollback:
+        if args.role != "master":
+            ap.error("--ota and --ota-rollback are for the master")
+        if args.ota_rollback is True and not args.ota:
+            ap.error("--ota-rollback needs the master's URL: --ota-rollback URL or --ota URL")
+    elif not args.port:
+        ap.error("the following arguments are required: --port")
+    return args
+
+
+def over_the_air(args):
+    """--ota / --ota-rollback: no serial port, the master's HTTP API (tools/deploy/ota.py)."""
+    from deploy import ota
+
+    token = args.token or os.environ.get("ORGANBUS_HTTP_TOKEN")
+    if args.ota_rollback:
+        url = args.ota if args.ota_rollback is True else args.ota_rollback
+        return ota.rollback(url, token, args.ota_timeout)
+    return ota.update(args.ota, token, args.ota_key, args.arch, args.ota_version, args.ota_timeout)
 
 
 def deploy(args):
@@ -217,6 +253,8 @@ def main(argv=None):
     args._stage = None
     signal.signal(signal.SIGTERM, _terminated)
     try:
+        if args.ota or args.ota_rollback:
+            return over_the_air(args)
         return deploy(args)
     except FlashError as e:
         print("flash.py: error: %s" % e, file=sys.stderr, flush=True)

@@ -29,6 +29,15 @@ if _every:
 
     asyncio.run = _run_with_report
 
+try:  # boot.py first, when the board has one, as MicroPython does (the master's slot choice)
+    _f = open("boot.py")
+except OSError:
+    _f = None
+if _f is not None:
+    with _f:
+        _code = compile(_f.read(), "boot.py", "exec")
+    exec(_code, {"__name__": "__main__", "__file__": "boot.py"})
+
 with open("main.py") as _f:
     _code = compile(_f.read(), "main.py", "exec")
 del _f

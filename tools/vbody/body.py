@@ -33,6 +33,8 @@ class VirtualBody:
         seed=None,
         on_event=None,
         organs=("led", "speaker"),
+        master_config=None,
+        master_settings=None,
     ):
         if out_dir is None:
             base = os.path.join(
@@ -56,6 +58,11 @@ class VirtualBody:
         self.tails = []
         self.http = None
         self.organs = [o for o in organs]
+        # the master's config.json (in its flash folder) and board settings; the HTTP token
+        # in it is sent with every request
+        self.master_config = master_config
+        self.master_settings = dict(master_settings or {})
+        self.token = ((master_config or {}).get("http") or {}).get("token")
         self.seed = seed
         self.stopped = False
         self.menu_refusal = None  # (status, reply) of the last GET /menu that was not a 200
@@ -81,6 +88,9 @@ class VirtualBody:
         if not ext_master:
             self.http = ("127.0.0.1", launch.free_port())
             uarts = {MASTER_UART[o]: c.a.peer_spec for o, c in self.cables.items()}
+            settings = dict(self.master_settings)
+            if self.master_config is not None:
+                settings["config"] = "config.json"
             self.boards["master"] = BoardProc(
                 "master",
                 self.out_dir,
@@ -89,7 +99,12 @@ class VirtualBody:
                 http=self.http,
                 heap=self.heap,
                 heap_report_ms=self.heap_report_ms,
+                settings=settings,
             )
+            if self.master_config is not None:
+                os.makedirs(self.boards["master"].flash, exist_ok=True)
+                with open(os.path.join(self.boards["master"].flash, "config.json"), "w") as f:
+                    json.dump(self.master_config, f)
         for organ, cable in self.cables.items():
             if organ in self.external:
                 continue
@@ -207,6 +222,8 @@ class VirtualBody:
         if body is not None:
             data = body if isinstance(body, bytes) else json.dumps(body).encode()
             headers["Content-Type"] = "application/json"
+        if self.token:
+            headers["Authorization"] = "Bearer " + self.token
         req = urllib.request.Request(self.url(path), data=data, method=method, headers=headers)
         try:
             with urllib.request.urlopen(req, timeout=timeout) as r:

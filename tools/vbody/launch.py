@@ -98,10 +98,14 @@ def host_settings(uarts, http=None, console=None):
 
 
 def stage(role, stage_dir, settings):
-    """The board's flash as a folder: its main.py and board.json, settings.json over them."""
+    """The board's flash as a folder: its boot.py (when it has one), main.py and board.json,
+    settings.json over them. What else a board writes there (the master's update slots and
+    ota.json, master/ota.py) stays from one boot to the next."""
     src = os.path.join(boards_dir(), BOARDS[role])
     os.makedirs(stage_dir, exist_ok=True)
-    for name in ("main.py", "board.json"):
+    for name in ("boot.py", "main.py", "board.json"):
+        if name == "boot.py" and not os.path.exists(os.path.join(src, name)):
+            continue
         shutil.copyfile(os.path.join(src, name), os.path.join(stage_dir, name))
     tmp = os.path.join(stage_dir, "settings.json.tmp")
     with open(tmp, "w") as f:

@@ -30,8 +30,11 @@ class BoardProc:
         stdout_passthrough=False,
         pinlog=None,
         wav=None,
+        settings=None,
     ):
         self.role = role
+        self.settings = settings  # board settings over the host's (tools/vbody/launch.py)
+        self.flash = os.path.join(out_dir, role + ".board")  # the board's flash folder
         self.out_dir = out_dir
         os.makedirs(out_dir, exist_ok=True)
         self.uarts = dict(uarts or {})
@@ -55,7 +58,7 @@ class BoardProc:
     def start(self):
         launch_ = launch.Launch(
             self.role,
-            os.path.join(self.out_dir, self.role + ".board"),
+            self.flash,
             self.uarts,
             http=self.http,
             console=self.console,
@@ -63,6 +66,7 @@ class BoardProc:
             heap_report_ms=self.heap_report_ms,
             pinlog=self.pinlog,
             wav=self.wav,
+            settings=self.settings,
         )
         with self.lock:
             self.stopping = False
