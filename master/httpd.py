@@ -135,12 +135,21 @@ class BodyStream:
         self.rest = rest[:length]
         self.left = length
         self.idle_ms = idle_ms
+        # MicroPython: one buffer for the whole body (a fresh 1 KB piece per read fragments a
+        # small heap until a read fails); a piece is valid until the next read
+        self.buf = bytearray(_READ * 2) if hasattr(reader, "readinto") else None
 
     async def read(self):
         if self.rest:
             chunk, self.rest = self.rest, b""
         elif self.left <= 0:
             return b""
+        elif self.buf is not None:
+            mv = memoryview(self.buf)[: min(len(self.buf), self.left)]
+            n = await asyncio.wait_for(self.reader.readinto(mv), self.idle_ms / 1000)
+            if not n:
+                raise EOFError
+            chunk = mv[:n]
         else:
             chunk = await asyncio.wait_for(
                 self.reader.read(min(_READ * 2, self.left)), self.idle_ms / 1000

@@ -259,3 +259,30 @@ def test_8_organ_not_back_within_the_trial_rolls_back(vb):
         assert ("trial of %d ms" % TRIAL_MS) in doc["result"]["reason"], doc
     finally:
         led.start()
+
+
+def test_9_flash_cli_ota_refusals(vb):
+    flash = [sys.executable, os.path.join(ROOT, "tools", "flash.py")]
+    env = dict(os.environ, ORGANBUS_OTA_KEY=KEY)
+    r = subprocess.run(
+        flash + ["master", "--ota", _url(vb), "--token", "wrong"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert r.returncode == 2 and "GET /ota answered 401" in r.stderr, r.stdout + r.stderr
+    r = subprocess.run(flash + ["led", "--ota", _url(vb)], capture_output=True, text=True)
+    assert r.returncode == 2 and "are for the master" in r.stderr, r.stderr
+    r = subprocess.run(flash + ["master"], capture_output=True, text=True)
+    assert r.returncode == 2 and "required: --port" in r.stderr, r.stderr
+    env.pop("ORGANBUS_OTA_KEY")
+    env["HOME"] = str(vb.out_dir)  # no key file there
+    r = subprocess.run(
+        flash + ["master", "--ota", _url(vb), "--token", TOKEN],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert r.returncode == 2 and "no update key" in r.stderr, r.stdout + r.stderr

@@ -41,7 +41,12 @@ def config_json(args):
     ssid = args.wifi_ssid or os.environ.get("ORGANBUS_WIFI_SSID")
     password = args.wifi_password or os.environ.get("ORGANBUS_WIFI_PASSWORD")
     token = args.token or os.environ.get("ORGANBUS_HTTP_TOKEN")
-    if not (ssid or token or args.console):
+    key = None
+    if getattr(args, "ota_key", None) or os.environ.get("ORGANBUS_OTA_KEY"):
+        from deploy import ota  # the update key, for later updates over the air
+
+        key = ota.load_key(getattr(args, "ota_key", None)).hex()
+    if not (ssid or token or args.console or key):
         return None
     cfg = {}
     if ssid:
@@ -50,6 +55,8 @@ def config_json(args):
         cfg["http"] = {"token": token}
     if args.console:
         cfg["console"] = args.console
+    if key:
+        cfg["ota"] = {"key": key}
     return cfg
 
 
@@ -107,6 +114,8 @@ def copy_commands(port, plan, files, stage, role, board, cfg_path, force):
     cp = ["fs", "cp"] + (["-f"] if force else [])
     for d in sorted(by_dir):
         args += ["+"] + cp + sorted(by_dir[d]) + [":" + d + "/"]
+    if os.path.exists(os.path.join(board_dir(role), "boot.py")):  # the master's slot choice
+        args += ["+"] + cp + [os.path.join(board_dir(role), "boot.py"), ":/boot.py"]
     args += ["+"] + cp + [os.path.join(board_dir(role), "main.py"), ":/main.py"]
     args += ["+"] + cp + [os.path.join(board_dir(role), "board.json"), ":/board.json"]
     if cfg_path:
