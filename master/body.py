@@ -24,7 +24,7 @@ SPEAK_FRESH_MS = 3000  # speak_ready wants a frame from the speaker this recentl
 
 
 def build(txs, clock, mode="two-port", max_steps=16, note=None, hub=None):
-    """The sans-IO master over `txs` ({port number: tx with send(frame) and expect()}), in
+    """The sans-IO master over `txs` ({port number: tx with send(frame), command(frame) and unread()}), in
     dependency order: every object gets what it calls in its constructor."""
     if hub is None:
         hub = Hub()
