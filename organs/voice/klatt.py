@@ -134,7 +134,8 @@ SEG_TOUT = const(13)
 SEG_N = const(14)  # the phoneme's frames
 SEG_AI = const(15)  # current pitch anchor (advanced by track())
 SEG_NA = const(16)  # pitch anchors in the clause
-NSEG = 17
+SEG_HOLD = const(17)  # frames the start target is held before moving to the end target
+NSEG = 18
 
 # tabs (array "h"): AMP at 0 (81), COSQ at _TC (257), the rate's r table at _TR (201)
 _TC = const(81)
@@ -586,9 +587,13 @@ if sys.implementation.name == "micropython":
         n = seg[14]
         tin = seg[12]
         tout = seg[13]
+        hold = seg[17]
+        kk = k - hold
+        if kk < 0:
+            kk = 0
         for j in range(3):
             a = seg[3 + j]
-            v = a + ((seg[6 + j] - a) * k) // n
+            v = a + ((seg[6 + j] - a) * kk) // (n - hold)
             if k < tin:
                 a = seg[j]
                 v = a + ((v - a) * (2 * k + 1)) // (2 * tin)

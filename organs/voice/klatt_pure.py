@@ -266,9 +266,11 @@ def track_pure(fp, seg, k, an, t):
     n = seg[14]
     tin = seg[12]
     tout = seg[13]
+    hold = seg[17]
+    kk = k - hold if k > hold else 0
     for j in range(3):
         a = seg[3 + j]
-        v = a + ((seg[6 + j] - a) * k) // n
+        v = a + ((seg[6 + j] - a) * kk) // (n - hold)
         if k < tin:
             a = seg[j]
             v = a + ((v - a) * (2 * k + 1)) // (2 * tin)

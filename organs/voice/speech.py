@@ -10,12 +10,13 @@ from array import array
 from . import phonemes as P
 from . import prosody
 from .klatt import AF, AH, AV, BW, F0, F5P, FNP, FNZ, FR, FRAME, NSEG, PAR, SEG_AI, SEG_BL
-from .klatt import SEG_BR, SEG_N, SEG_NA, SEG_T0, SEG_T1, SEG_TIN, SEG_TOUT, Synth
+from .klatt import SEG_BR, SEG_HOLD, SEG_N, SEG_NA, SEG_T0, SEG_T1, SEG_TIN, SEG_TOUT, Synth
 from .lts import LEXICON, RULES, WORDS, Pronouncer
 from .text import clauses
 
 _SIL = prosody._SIL
 _L = P.CODES.find("l")
+DIPH_HOLD = 35  # percent of a diphthong spent on its first target
 BWS = 60  # percent of the table's formant bandwidths (narrower reads better)
 _F4, _F5, _B4, _B5 = 3300, 3850, 250, 200
 _FNP = 270
@@ -289,6 +290,8 @@ class Speech:
             seg[SEG_TIN] = tin
             seg[SEG_TOUT] = tout
             seg[SEG_N] = n
+            # a diphthong holds its first target a while, then glides (Klatt 1979)
+            seg[SEG_HOLD] = n * DIPH_HOLD // 100 if kind & P.DIPH else 0
             self._targets(cl, i, seg, SEG_T0, False)
             self._targets(cl, i, seg, SEG_T1, True)
             bw1 = f[base + P.B1] * BWS // 100
