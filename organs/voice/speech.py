@@ -323,7 +323,9 @@ class Speech:
             fp[F5P] = _F5P.get(code, _DEFAULT_F5P)
             asp = cl.asp[i]
             fp[BW] = 300 if h else (250 if asp else bw1)
-            onset = 3 if prv == _SIL else (1 if not pkind & P.VOICED else 0)
+            onset = 1 if prv != _SIL and not pkind & P.VOICED else 0
+            if prv == _SIL:
+                onset = 6 if kind & P.VOWEL else (0 if kind & P.NASAL else 3)
             offset = nxt == _SIL
             pon = -1
             for k in range(n):
@@ -343,7 +345,7 @@ class Speech:
                 elif k == asp and asp:
                     fp[BW] = bw1
                 if a_v and k < onset:
-                    a_v -= 12 >> k if onset == 3 else 6
+                    a_v -= _ONSET[k] if onset == 6 else (12 >> k if onset == 3 else 6)
                 if a_v and offset and n - k <= 2:
                     a_v -= 4 * (3 - (n - k))
                 if p_on != pon:
@@ -359,6 +361,10 @@ class Speech:
                 t += 1
                 yield
 
+
+# dB under full voicing in the first frames of a vowel that starts from silence (a soft onset:
+# an abrupt one rings like a /b/ release)
+_ONSET = (18, 12, 8, 5, 3, 1)
 
 # Output gain in Q12: about -6 dBFS peaks on vowels; at most 16384 (y * gain < 2**31).
 _GAIN = 16384
