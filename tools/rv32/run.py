@@ -18,6 +18,7 @@ The image: $ORGANBUS_RV32_IMAGE (an .elf, or the folder holding firmware.elf), e
 Exit status: 0 ok, N for sys.exit(N), 1 uncaught exception or a failed test, 3 image or QEMU not
 available (the reason on stderr), 124 timeout, 125 boot or runner failure.
 """
+
 import argparse
 import hashlib
 import os
@@ -366,8 +367,11 @@ def main(argv=None):
     try:
         stage = Stage(a.tree)
         if a.verbose:
-            print("rv32 run: %d files staged, %d modules mpy-cross refused: %s"
-                  % (len(stage.files), len(stage.refused), sorted(stage.refused)), file=sys.stderr)
+            print(
+                "rv32 run: %d files staged, %d modules mpy-cross refused: %s"
+                % (len(stage.files), len(stage.refused), sorted(stage.refused)),
+                file=sys.stderr,
+            )
         if a.modules:
             r = run_tests(a.target, stage, a.timeout, stream)
         else:
