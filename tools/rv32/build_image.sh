@@ -4,8 +4,8 @@
 # usage: tools/rv32/build_image.sh SRC [OUT]
 #   SRC  a MicroPython v1.28.0 source tree with lib/micropython-lib at
 #        8380c7bb8f9e5e5260e9539156742925e00366b2 (the port freezes unittest from it)
-#   OUT  where firmware.elf and mpy-cross go (default: $ORGANBUS_RV32_IMAGE's folder
-#        when it names a file, else ~/.cache/organbus-rv32)
+#   OUT  the folder for firmware.elf and mpy-cross (default: where tools/rv32/run.py looks:
+#        $ORGANBUS_RV32_IMAGE, an .elf or a folder, else ~/.cache/organbus-rv32)
 # Needs (Debian): gcc-riscv64-unknown-elf binutils-riscv64-unknown-elf picolibc-riscv64-unknown-elf,
 # and qemu-system-misc to run it. About a minute on two cores. See docs/rv32.md.
 set -eu
@@ -16,12 +16,15 @@ die() { echo "build_image.sh: $*" >&2; exit 2; }
 [ $# -ge 1 ] || die "usage: tools/rv32/build_image.sh SRC [OUT]"
 src=$(cd "$1" 2>/dev/null && pwd) || die "no source tree at $1"
 if [ $# -ge 2 ]; then
-    out=$2
+    elf=$2/firmware.elf
 elif [ -n "${ORGANBUS_RV32_IMAGE:-}" ] && [ "${ORGANBUS_RV32_IMAGE%.elf}" != "$ORGANBUS_RV32_IMAGE" ]; then
-    out=$(dirname "$ORGANBUS_RV32_IMAGE")
+    elf=$ORGANBUS_RV32_IMAGE
+elif [ -n "${ORGANBUS_RV32_IMAGE:-}" ]; then
+    elf=$ORGANBUS_RV32_IMAGE/firmware.elf
 else
-    out=$HOME/.cache/organbus-rv32
+    elf=$HOME/.cache/organbus-rv32/firmware.elf
 fi
+out=$(dirname "$elf")
 heap=${ORGANBUS_RV32_HEAP:-1048576}  # .mpy code loads into it; a board runs code from flash
 
 [ -f "$src/py/mpconfig.h" ] && [ -d "$src/ports/qemu" ] || die "$src is not a MicroPython tree"
@@ -56,7 +59,7 @@ make -s -C "$src/ports/qemu" BOARD=VIRT_RV32 BUILD=build-organbus-c6 \
     CFLAGS_EXTRA="-DMICROPY_EMIT_RV32_ZBA=0 -DMICROPY_OPT_COMPUTED_GOTO=1 -DMICROPY_PY_ASYNCIO=1" \
     FROZEN_MANIFEST="$here/manifest.py" -j"$jobs" >/dev/null
 
-cp "$src/ports/qemu/build-organbus-c6/firmware.elf" "$out/firmware.elf"
+cp "$src/ports/qemu/build-organbus-c6/firmware.elf" "$elf"
 cp "$src/mpy-cross/build/mpy-cross" "$out/mpy-cross"
 printf 'micropython v1.28.0 qemu VIRT_RV32 rv32imc no-zba -O2 asyncio heap=%s\n' "$heap" >"$out/IMAGE"
-echo "$out/firmware.elf"
+echo "$elf"
