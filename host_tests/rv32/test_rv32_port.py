@@ -227,3 +227,116 @@ def test_decoder_under_heap_lock_on_rv32(tmp_path):
     assert res["frames"] == heap.FRAMES, "frames counter: %r" % res
     assert res["crc_errors"] == cycles and res["abandoned"] == cycles, res
     assert res["alloc"] == 0, "the heap grew by %d bytes" % res["alloc"]
+
+
+def _load(tier, module):
+    spec = importlib.util.spec_from_file_location(
+        "organbus_rv32_" + module, os.path.join(TESTS, tier, module + ".py")
+    )
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_decoder_on_the_stream_corpus_matches_cpython(tmp_path):
+    """host_tests/core/test_core_differential.py's 150 random streams (chunking, timing, junk,
+    bit flips, cut frames) plus the recorded captures: the same frames and counters on RV32."""
+    why = RV.unavailable()
+    if why:
+        pytest.skip("rv32 tier not run: " + why)
+    import json
+    import random
+
+    diff = _load("core", "test_core_differential")
+    rnd = random.Random(20261130)
+    streams = [diff.make_stream(rnd) for _ in range(150)]
+    caps = os.path.join(TESTS, "data", "captures")
+    for name in sorted(os.listdir(caps)):
+        if name.endswith(".jsonl"):  # a recorded session: its reads, at their times
+            with open(os.path.join(caps, name)) as f:
+                rows = [json.loads(line) for line in f if line.strip()]
+            streams.append([["f", row["t_ms"], row["hex"]] for row in rows])
+    assert len(streams) > 150, "no captures found in %s" % caps
+    corpus = tmp_path / "streams.jsonl"
+    corpus.write_text("".join(json.dumps(s) + "\n" for s in streams))
+    script = tmp_path / "diff_rv32.py"
+    script.write_text(
+        diff.DRIVER
+        + "\nwith open('/r/_run/streams.jsonl') as f:\n"
+        + "    for line in f:\n"
+        + "        print('R ' + json.dumps(run_streams([json.loads(line)])[0]))\n"
+    )
+    stage = RV.Stage(ROOT)
+    stage.add("_run/streams.jsonl", str(corpus))
+    r = RV.run_script(str(script), stage=stage, timeout=600)
+    assert r.rc == 0, "RV32 driver failed:\n%s%s" % (r.out[-2000:], r.err)
+    theirs = [json.loads(line[2:]) for line in r.out.splitlines() if line.startswith("R ")]
+    scope = {}
+    exec(compile(diff.DRIVER, "diff_driver", "exec"), scope)
+    ours = json.loads(json.dumps(scope["run_streams"](streams)))
+    assert len(theirs) == len(ours) == len(streams), (len(theirs), len(streams))
+    for i, (a, b) in enumerate(zip(ours, theirs)):
+        assert a["frames"] == b["frames"], "stream %d: frames differ on RV32" % i
+        assert a["counters"] == b["counters"], "stream %d: counters differ: %r vs %r (%s)" % (
+            i,
+            a["counters"],
+            b["counters"],
+            frame_counter_names(),
+        )
+    assert sum(len(a["frames"]) for a in ours[150:]) > 0, "the captures held no frames"
+
+
+def frame_counter_names():
+    from organbus import frame
+
+    return frame.COUNTER_NAMES
+
+
+SENTENCES = (
+    "Light is on.",
+    "The kitchen light is on and the front door is locked.",
+    "It is 7:20 in the evening, outside it is 12 degrees.",
+    "Would you like me to play some music, set a timer, or read the news?",
+    "Dr. Smith paid $3.50 for 2 coffees on May 1st.",
+    "Hello!",
+)
+
+VOICE_DRIVER = r"""
+import binascii
+from organs.voice import Speech
+
+
+def digest(text, viper):
+    buf = bytearray(1024)
+    crc = 0
+    n = 0
+    job = Speech(text, rate=11025, viper=viper)
+    while True:
+        k = job.fill(buf)
+        if not k:
+            break
+        crc = binascii.crc32(memoryview(buf)[:k], crc)
+        n += k
+    return "%d:%08x" % (n // 2, crc & 0xFFFFFFFF)
+"""
+
+
+def test_voice_samples_match_cpython(tmp_path):
+    """The speaker's samples on RV32 (viper) are the CPython ones (pure path), sentence by sentence."""
+    why = RV.unavailable()
+    if why:
+        pytest.skip("rv32 tier not run: " + why)
+    script = tmp_path / "voice_rv32.py"
+    script.write_text(
+        VOICE_DRIVER + "for t in %r:\n    print('V', digest(t, True))\n" % (SENTENCES,)
+    )
+    r = RV.run_script(str(script), stage=RV.Stage(ROOT), timeout=900)
+    assert r.rc == 0, "RV32 voice run failed:\n%s%s" % (r.out[-2000:], r.err)
+    theirs = [line[2:] for line in r.out.splitlines() if line.startswith("V ")]
+    scope = {}
+    exec(compile(VOICE_DRIVER, "voice_driver", "exec"), scope)
+    ours = [scope["digest"](t, False) for t in SENTENCES]
+    assert all(int(d.split(":")[0]) > 1000 for d in ours), ours
+    for text, a, b in zip(SENTENCES, ours, theirs):
+        assert a == b, "samples differ for %r: CPython %s, RV32 %s" % (text, a, b)
+    assert len(theirs) == len(SENTENCES), r.out

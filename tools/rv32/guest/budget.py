@@ -249,12 +249,27 @@ def voice():
         return n // 2
 
     render("Hello.")
+    best = None
+    for _ in range(2):
+        gc.collect()
+        n, samples = count64(render, TEXT)
+        best = n if best is None or n < best else best
+    # the same without the collector (the garbage fits in this heap): the synthesis' own work
     gc.collect()
-    n, samples = count64(render, TEXT)
+    before = gc.mem_alloc()
+    gc.disable()
+    try:
+        own, again = count64(render, TEXT)
+        garbage = gc.mem_alloc() - before
+    finally:
+        gc.enable()
+    assert again == samples, "the voice ran out of heap without the collector"
     return {
-        "voice_insn": n,
+        "voice_insn": best,
         "voice_samples": samples,
-        "voice_insn_per_audio_s": n * RATE / samples,
+        "voice_insn_per_audio_s": best * RATE / samples,
+        "voice_insn_per_audio_s_no_gc": own * RATE / samples,
+        "voice_garbage_bytes_per_audio_s": garbage * RATE // samples,
         "voice_text_bytes": len(TEXT.encode()),
     }
 
