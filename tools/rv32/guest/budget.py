@@ -198,7 +198,7 @@ def scheduler():
     reg.feed(1, frame.encode(frame.DESCRIPTOR, mf.encode_descriptor(mf.speaker())), 0)
     raw = json.dumps(_plan16())
 
-    validate, (_, problems, _) = _measure(plan.validate_plan, raw, pc.MENU)
+    validate, (_, problems, _) = _measure(plan.validate, raw, pc.CAPS)
     assert problems == [], problems
     events = {}
     steps = []
