@@ -264,6 +264,7 @@ def test_8_organ_not_back_within_the_trial_rolls_back(vb):
 def test_9_flash_cli_ota_refusals(vb):
     flash = [sys.executable, os.path.join(ROOT, "tools", "flash.py")]
     env = dict(os.environ, ORGANBUS_OTA_KEY=KEY)
+    _wait_ota(vb, lambda d: d["state"] != "trial", 60)  # the last rollback's reset is over
     r = subprocess.run(
         flash + ["master", "--ota", _url(vb), "--token", "wrong"],
         capture_output=True,

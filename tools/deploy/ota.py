@@ -190,7 +190,10 @@ def update(url, token, key_path=None, arch=None, version=None, timeout=120, patc
     may change the files before signing (the tests' new code)."""
     key = load_key(key_path)
     m = Master(url, token)
-    status, doc = m.request("GET", "/ota")
+    try:
+        status, doc = m.request("GET", "/ota")
+    except OSError as e:
+        raise FlashError("no master answers at %s:%d (%s)" % (m.host, m.port, e))
     if status != 200:
         raise FlashError("GET /ota answered %d: %s" % (status, doc.get("error")))
     if arch is None:
@@ -230,7 +233,10 @@ def _outcome(doc, version):
 def rollback(url, token, timeout=60):
     """POST /ota/rollback, then wait for the previous version to run: 0 when it does."""
     m = Master(url, token)
-    status, doc = m.request("POST", "/ota/rollback")
+    try:
+        status, doc = m.request("POST", "/ota/rollback")
+    except OSError as e:
+        raise FlashError("no master answers at %s:%d (%s)" % (m.host, m.port, e))
     if status != 200:
         raise FlashError("the master refused the rollback (%d): %s" % (status, doc.get("error")))
     want = doc.get("version")
