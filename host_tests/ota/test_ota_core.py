@@ -8,6 +8,7 @@ import sys
 from master import ota
 
 UNIX_PORT = True
+RV32 = False  # the RV32 image under QEMU has no writable file system (no VfsLfs2, no VfsFat)
 MP = sys.implementation.name == "micropython"
 KEY = b"0123456789abcdef0123456789abcdef"
 _n = [0]
@@ -15,7 +16,12 @@ _n = [0]
 
 def _tmp():
     _n[0] += 1
-    d = "/tmp/ota-core-%d-%d-%s" % (os.getpid() if hasattr(os, "getpid") else 0, _n[0], _rand())
+    d = "%s/ota-core-%d-%d-%s" % (
+        "/tmp",
+        os.getpid() if hasattr(os, "getpid") else 0,
+        _n[0],
+        _rand(),
+    )
     ota.rmtree(d)
     ota.makedirs(d + "/organbus")
     with open(d + "/main.py", "w") as f:
@@ -26,7 +32,11 @@ def _tmp():
 
 
 def _rand():
-    return "".join("%02x" % b for b in os.urandom(4))
+    if hasattr(os, "urandom"):
+        return "".join("%02x" % b for b in os.urandom(4))
+    import time  # the RV32 image under QEMU has no urandom
+
+    return "%x" % time.ticks_us()
 
 
 def _hex(b):
@@ -198,7 +208,7 @@ def test_heap_bounded_while_streaming():
 
 
 def _boot():
-    here = __file__.rsplit("/", 3)[0] if "/" in __file__ else "."
+    here = "/".join(__file__.split("/")[:-3]) or "."
     sys.path.insert(0, here + "/boards/c6_master")
     try:
         import boot
