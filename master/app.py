@@ -66,7 +66,7 @@ async def run(
     log.emit("boot", pairs)
     start(b, edges)
     svc = None
-    if ota_settings is not None:  # the update over the air (master/ota.py), its trial
+    if _ota_on(ota_settings, http_config):  # the update over the air (master/ota.py), its trial
         from master import otalink
 
         o = dict(ota_settings)
@@ -98,6 +98,21 @@ async def run(
             asyncio.create_task(aiorepl.task(g))
     while True:
         await asyncio.sleep_ms(60000)
+
+
+def _ota_on(ota_settings, http_config):
+    # The update's routes and state cost heap: only with a token or a key configured, or when
+    # an update already runs (its ota.json), never on a master that cannot take one.
+    if ota_settings is None:
+        return False
+    if ota_settings.get("key") or (http_config or {}).get("token"):
+        return True
+    root = ota_settings.get("flash", "")
+    try:
+        open((root + "/" if root else "") + "ota.json").close()
+        return True
+    except OSError:
+        return False
 
 
 def http_routes(b, ota_service=None):
