@@ -12,7 +12,12 @@ BOARDS = os.path.join(ROOT, "boards")
 LIB = os.path.join(ROOT, "lib")
 PACKAGE_ROOTS = ("organbus", "master", "organs")  # packages installed under /lib on a board
 
-ROLES = {"master": "c6_master", "led": "led_organ", "speaker": "speaker_organ"}
+ROLES = {
+    "master": "c6_master",
+    "led": "led_organ",
+    "speaker": "speaker_organ",
+    "button": "template_organ",
+}
 CHIP_ARCH = {
     "esp32": "xtensawin",
     "esp32s2": "xtensawin",
