@@ -22,7 +22,12 @@ ROOT = os.path.dirname(TOOLS)
 LIB = os.path.join(ROOT, "lib")
 SIMHW = os.path.join(TOOLS, "simhw")
 SIMBOOT = os.path.join(SIMHW, "simboot.py")
-BOARDS = {"master": "c6_master", "led": "led_organ", "speaker": "speaker_organ"}
+BOARDS = {
+    "master": "c6_master",
+    "led": "led_organ",
+    "speaker": "speaker_organ",
+    "button": "template_organ",  # the organ template (organs/template.py)
+}
 RESET_EXIT_CODE = 75  # tools/simhw/machine.py: machine.reset()
 # the device tree as a board sees it: the frozen folder, the core's /lib, the packages
 DEVICE_PATH = [".frozen", LIB, ROOT]
@@ -128,8 +133,10 @@ def device_tree(role, lib_dir, arch="x64"):
     """The role's modules compiled to .mpy for the host's arch, as tools/flash.py compiles them
     for the board's (what the role installs: deploy.roles), and their data files, in lib_dir
     laid out as a board's /lib. Files already newer than their source are kept."""
-    from deploy import roles
+    from deploy import base, roles
 
+    if role not in base.ROLES:
+        raise ValueError("--heap: tools/flash.py has no role %r, so no list of its files" % role)
     files = roles.role_files(role)
     for src, dest in files["modules"]:
         out = os.path.join(lib_dir, *(dest[:-3] + ".mpy").split("/"))
