@@ -430,9 +430,9 @@ class Device:
                 status, out = await self.facade.execute(
                     one_step_plan("speak", {"text": clip_text(text, limit)})
                 )
-                if status != 200 or not out.get("ok"):
+                if not _ok(out):
                     log.emit(
-                        "xiaozhi", [("what", "speak_failed"), ("status", status), ("report", out)]
+                        "xiaozhi", [("what", "speak_failed"), ("outcome", status), ("report", out)]
                     )
         finally:
             self._speaking = False
@@ -483,7 +483,7 @@ class Device:
 
     async def _step(self, action, params):
         status, out = await self.facade.execute(one_step_plan(action, params))
-        if status != 200 or not out.get("ok"):
+        if not _ok(out):
             log.emit("xiaozhi", [("what", "step_failed"), ("action", action), ("report", out)])
 
     def _run(self, coro):
@@ -497,6 +497,11 @@ class Device:
         d["session_id"] = self.session_id
         d["speech_queued"] = len(self.speech)
         return d
+
+
+def _ok(out):
+    # a report whose steps all went well; a refusal ({"problems": ...}) is not one
+    return isinstance(out, dict) and out.get("ok") is True
 
 
 def _blen(obj):
