@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from master import mcp, ws, xiaozhi
+from master import mcp, ws, xiaozhi, xiaozhi_link
 from xiaozhi_fakes import Facade, Log
 from xiaozhi_server import XiaozhiServer
 
@@ -14,10 +14,10 @@ IDENT = {"device_id": "aa:bb:cc:dd:ee:01", "client_id": "12345678-1234-4123-8123
 @pytest.fixture(autouse=True)
 def quiet_log():
     rec = Log()
-    old = xiaozhi.log
-    xiaozhi.log = rec
+    old = xiaozhi.log, xiaozhi_link.log
+    xiaozhi.log = xiaozhi_link.log = rec
     yield rec
-    xiaozhi.log = old
+    xiaozhi.log, xiaozhi_link.log = old
 
 
 class Rig:
@@ -34,7 +34,7 @@ class Rig:
         await self.srv.start()
         cfg = {"ota_url": self.srv.ota_url, "max_message": 4096}
         fast = xiaozhi.Backoff(100, 400)
-        self.link = xiaozhi.Link(
+        self.link = xiaozhi_link.Link(
             self.device, cfg, IDENT, set_clock=lambda ms, tz: self.clock.append(ms), backoff=fast
         )
         self.task = asyncio.create_task(self.link.run())
@@ -233,7 +233,9 @@ def test_bad_ota_answers_are_retried_with_a_reason():
         await srv.start()
         srv.ota_answer = lambda: {"firmware": {"version": "9"}}
         dev = xiaozhi.Device(Facade(), "0.1.0")
-        link = xiaozhi.Link(dev, {"ota_url": srv.ota_url}, IDENT, backoff=xiaozhi.Backoff(50, 100))
+        link = xiaozhi_link.Link(
+            dev, {"ota_url": srv.ota_url}, IDENT, backoff=xiaozhi.Backoff(50, 100)
+        )
         t = asyncio.create_task(link.run())
         try:
             await srv.wait(lambda: len(srv.ota_requests) >= 3, 10)
@@ -250,12 +252,14 @@ def test_unreachable_ota_is_a_reason_not_a_crash():
     async def go():
         dev = xiaozhi.Device(Facade(), "0.1.0")
         cfg = {"ota_url": "http://127.0.0.1:1/xiaozhi/ota/"}
-        link = xiaozhi.Link(dev, cfg, IDENT, backoff=xiaozhi.Backoff(50, 100))
+        link = xiaozhi_link.Link(dev, cfg, IDENT, backoff=xiaozhi.Backoff(50, 100))
         t = asyncio.create_task(link.run())
         await asyncio.sleep(0.6)
         t.cancel()
         assert link.reconnects >= 2 and "OTA request" in link.last_error, link.status()
-        bad = xiaozhi.Link(dev, {"ota_url": "ftp://x/"}, IDENT, backoff=xiaozhi.Backoff(50, 100))
+        bad = xiaozhi_link.Link(
+            dev, {"ota_url": "ftp://x/"}, IDENT, backoff=xiaozhi.Backoff(50, 100)
+        )
         t = asyncio.create_task(bad.run())
         await asyncio.sleep(0.2)
         t.cancel()
