@@ -270,3 +270,52 @@ def test_unreachable_ota_is_a_reason_not_a_crash():
 
 assert ws.TEXT == 1  # the link reads text and binary frames of master/ws.py
 assert json
+
+
+def test_the_link_on_the_unix_port():
+    """The same Link on MicroPython: hello, pages, a call, a TTS reply, junk, reboot ends it."""
+    import os
+    import subprocess
+
+    from support import MICROPYPATH, ROOT, micropython_exe
+    from xiaozhi_server import ServerThread
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    with ServerThread() as st:
+        env = dict(os.environ, MICROPYPATH=MICROPYPATH + ":" + here)
+        proc = subprocess.Popen(
+            [micropython_exe(), os.path.join(here, "xiaozhi_device_mp.py"), st.server.ota_url],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            srv = st.server
+            s = st.wait(lambda: srv.session if srv.session and srv.session.ready.is_set() else None)
+            assert s.tools == mcp.tools(Facade().menu()), s.tools
+
+            async def drive(srv):
+                p = await s.request("tools/call", {"name": "led_on", "arguments": {}})
+                assert p["result"]["content"][0]["text"].startswith("led_on: done"), p
+                for raw in ("{bad", '{"type": "nope"}', "z" * 6000, b"\x02" * 100):
+                    await s.ws.send(raw)
+                await s.say(["Uno.", "Dos."], opus_frames=2)
+                await s.send({"session_id": s.id, "type": "system", "command": "reboot"})
+
+            st.call(drive)
+            out, err = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert proc.returncode == 0, out + err
+    r = json.loads(out.strip().splitlines()[-1])
+    assert r["commands"] == [
+        ["led_on", {}],
+        ["speak", {"text": "Uno."}],
+        ["speak", {"text": "Dos."}],
+    ], r
+    x = r["status"]
+    assert x["malformed"] == 1 and x["unknown"] == 1 and x["oversize"] == 1, x
+    assert x["audio_dropped"] == 5 and x["sessions"] == 1, x
