@@ -4,8 +4,10 @@
 # keep-alive connection would hold one of them for nothing. A connection gets, in order:
 # a connection slot (total and per client), its head within `header_timeout_ms`, a rate
 # token, an Origin check, the bearer token, a route, a body within `max_body` and
-# `body_timeout_ms`, a JSON parse, and only then the handler. Every refusal is answered
-# with a status and a specific reason; no handler runs for a refused request.
+# `body_timeout_ms`, and only then the handler. The body is parsed only when a handler asks
+# (`req.json`, the strict reader organbus.jsonread; `/plan` hands the raw bytes to the Body,
+# which parses them once). Every refusal is answered with a status and a specific reason; no
+# handler runs for a request refused before it.
 import asyncio
 import gc
 import json
@@ -13,6 +15,9 @@ import sys
 import time
 
 from micropython import const
+
+from organbus import jsonread
+from organbus.plan import MAX_PLAN_BYTES
 
 _MP = sys.implementation.name == "micropython"
 _READ = const(512)
@@ -30,7 +35,7 @@ _LOW_MEMORY = (
 
 DEFAULTS = {
     "token": None,  # bearer token; None or "" means no authentication
-    "max_body": 4096,  # bytes; more gets 413
+    "max_body": MAX_PLAN_BYTES,  # bytes; more gets 413 (the one plan limit, for every route)
     "max_head": 2048,  # request line plus headers; more gets 431
     "max_conns": 5,  # connections served at once, all clients together
     "max_conns_per_client": 3,  # connections served at once for one client address
@@ -81,13 +86,23 @@ else:
 
 
 class HttpError(Exception):
-    """A refusal before the handler: status, reason, extra headers."""
+    """A refusal: status, reason, extra headers (and `problems`, listed in the answer too)."""
 
-    def __init__(self, status, reason, headers=None):
+    def __init__(self, status, reason, headers=None, problems=None):
         super().__init__(reason)
         self.status = status
         self.reason = reason
         self.headers = headers
+        self.problems = problems
+
+    def payload(self):
+        d = {"error": self.reason}
+        if self.problems is not None:
+            d["problems"] = self.problems
+        return d
+
+
+_UNREAD = object()
 
 
 class Request:
@@ -99,8 +114,24 @@ class Request:
         self.query = query
         self.headers = headers  # lower-case name -> str
         self.body = b""
-        self.json = None  # parsed body; None when the body is empty
         self.client = client  # peer address as a string ("127.0.0.1")
+        self.json_dups = ()  # duplicate keys the strict read of the body found: (path, key)
+        self._json = _UNREAD
+
+    @property
+    def json(self):
+        """The body as JSON, read strictly on first use (None when the body is empty); a body
+        that is not JSON raises HttpError(400), answered by the server."""
+        if self._json is _UNREAD:
+            if not self.body:
+                self._json = None
+            else:
+                try:
+                    self._json, self.json_dups = jsonread.read(self.body)
+                except jsonread.JsonError as e:
+                    why = "body: not JSON: %s" % e.msg
+                    raise HttpError(400, why, None, [why])
+        return self._json
 
 
 def client_address(peer):
@@ -386,18 +417,9 @@ class HttpServer:
             except asyncio.TimeoutError:
                 await self._send(writer, 408, {"error": "request body not received in time"})
                 return
-            try:
-                req.json = json.loads(req.body.decode())
-            except MemoryError:
-                raise
-            except Exception as e:
-                # `problems` too, so /plan clients see the shape of every other refusal.
-                why = "body: not JSON: %s" % e
-                await self._send(writer, 400, {"error": why, "problems": [why]})
-                return
         try:
             result = await handler(req)
-        except MemoryError:
+        except (MemoryError, HttpError):
             raise
         except Exception as e:
             self.errors += 1
@@ -433,7 +455,7 @@ class HttpServer:
                         raise MemoryError
                 await self._handle(reader, writer, addr)
             except HttpError as e:
-                await self._send(writer, e.status, {"error": e.reason}, e.headers)
+                await self._send(writer, e.status, e.payload(), e.headers)
                 await self._linger(reader, self.cfg["max_body"] + self.cfg["max_head"])
             except MemoryError:
                 self.low_memory += 1

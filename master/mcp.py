@@ -8,7 +8,10 @@ import json
 
 from micropython import const
 
-from master.bodyproto import one_step_plan
+from organbus.menu import param_schema
+from organbus.plan import one_step
+
+from master.outcome import PROBLEMS, REPORT
 
 # Handshake-era revisions whose transport is Streamable HTTP, newest first.
 PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26")
@@ -32,27 +35,6 @@ _FAILED = {
     "stopped": "the organ stopped before finishing",
     "skipped": "the step was skipped",
 }
-
-
-def param_schema(p):
-    """JSON Schema of one descriptor param (int, float, bool, string/text)."""
-    t = p.get("type")
-    if t == "int":
-        s = {"type": "integer", "minimum": p["min"], "maximum": p["max"]}
-    elif t == "float":
-        s = {"type": "number", "minimum": p["min"], "maximum": p["max"]}
-    elif t == "bool":
-        s = {"type": "boolean"}
-    elif t in ("string", "text"):
-        # The descriptor bounds text in UTF-8 bytes; maxLength counts characters, and
-        # a character is at least one byte, so the organ's truncation still applies.
-        s = {"type": "string", "minLength": p["min"], "maxLength": p["max"]}
-    else:
-        s = {}
-    unit = p.get("unit")
-    if unit:
-        s["description"] = "unit: %s" % unit
-    return s
 
 
 def tool_for(cap):
@@ -126,7 +108,7 @@ class McpServer:
                 None,
             )
         version = want or "2025-03-26"
-        msg = req.json
+        msg = req.json  # parsed here, strictly, on first use (master/httpd.py Request.json)
         if isinstance(msg, list):
             if not msg:
                 return 400, _error(None, INVALID_REQUEST, "empty JSON-RPC batch"), None
@@ -217,10 +199,10 @@ class McpServer:
                 "arguments of %r must be an object; available tools: %s" % (name, listed),
                 {"tools": names},
             )
-        plan = one_step_plan(name, args)
+        plan = one_step(name, args)
         self.calls += 1
-        status, out = await self.body.execute(plan)
-        if status == 422:
+        kind, out = await self.body.execute(plan)
+        if kind == PROBLEMS:
             problems = out.get("problems", [])
             return _error(
                 mid,
@@ -229,8 +211,8 @@ class McpServer:
                 % (name, "; ".join(problems), listed),
                 {"problems": problems, "tools": names},
             )
-        if status != 200:
-            return _error(mid, INTERNAL_ERROR, "the master answered %d: %s" % (status, out))
+        if kind != REPORT:
+            return _error(mid, INTERNAL_ERROR, "the master answered %s: %s" % (kind, out))
         steps = out.get("steps") or [{"action": name, "status": "missing from report"}]
         lines = [_summary(s) for s in steps]
         for n in out.get("notes", ()):

@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from organbus import plan
+from organbus.utf8 import clip_text
 import plan_corpus as pc
 from master.scheduler import command_frame
 
@@ -27,7 +28,7 @@ values = st.recursive(
 
 
 def _verdict(raw):
-    out, problems, notes = plan.validate_plan(raw, pc.MENU)
+    out, problems, notes = plan.validate(raw, pc.CAPS)
     assert isinstance(problems, list) and all(isinstance(p, str) for p in problems), problems
     assert all(isinstance(n, str) for n in notes), notes
     if not problems:
@@ -77,9 +78,9 @@ def test_reader_agrees_with_json_module(v):
 
 @settings(max_examples=200, deadline=None)
 @given(st.text(max_size=300))
-def test_clamp_text_is_a_prefix_on_a_boundary(s):
-    t, n = plan.clamp_text(s)
-    assert n == len(s.encode())
+def test_clip_text_is_a_prefix_on_a_boundary(s):
+    t = clip_text(s, 240)
+    n = len(s.encode())
     assert s.startswith(t) and len(t.encode()) <= 240
     if n > 240:
         assert len(t.encode()) > 236, "clamped more than one character too far"

@@ -38,6 +38,38 @@ def valid_utf8(buf, start=0, end=-1):
     return True
 
 
+def first_invalid(buf, start=0, end=-1):
+    """Offset of the first byte of buf[start:end] that does not begin a valid UTF-8 sequence, or
+    -1 when it is all valid (the same rules as valid_utf8). Runs of ASCII are skipped a slice at a
+    time, so it allocates: for bodies read once (plans), not for the RX path."""
+    if end < 0:
+        end = len(buf)
+    i = start
+    while i < end:
+        if buf[i] < 0x80:
+            j = i + 64 if i + 64 < end else end
+            if max(buf[i:j]) < 0x80:
+                i = j
+                continue
+        n = _seq_len(buf, i, end)
+        if not n:
+            return i
+        i += n
+    return -1
+
+
+def sequence_length(lead):
+    """How many bytes a sequence that starts with byte `lead` claims (1 for a byte that cannot
+    start one): the bytes a message about an invalid sequence names."""
+    if 0xC2 <= lead <= 0xDF:
+        return 2
+    if 0xE0 <= lead <= 0xEF:
+        return 3
+    if 0xF0 <= lead <= 0xF4:
+        return 4
+    return 1
+
+
 def truncate_utf8(buf, n, limit):
     """Largest length <= limit of buf[:n] that ends on a character boundary (buf assumed valid)."""
     if n <= limit:
