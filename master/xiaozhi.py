@@ -18,7 +18,8 @@ from micropython import const
 
 from organbus import log
 from organbus.utf8 import clip_text
-from master.bodyproto import express_action, one_step_plan
+from organbus.plan import one_step
+from master.bodyproto import express_action
 from master.mcp import INVALID_REQUEST, METHOD_NOT_FOUND, McpServer, tools as mcp_tools
 
 _MP = sys.implementation.name == "micropython"
@@ -424,7 +425,7 @@ class Device:
                     continue
                 limit = cap["params"][0].get("max", 240) if cap.get("params") else 240
                 status, out = await self.facade.execute(
-                    one_step_plan("speak", {"text": clip_text(text, limit)})
+                    one_step("speak", {"text": clip_text(text, limit)})
                 )
                 if not _ok(out):
                     log.emit(
@@ -478,7 +479,7 @@ class Device:
         self.facade.reset()
 
     async def _step(self, action, params):
-        status, out = await self.facade.execute(one_step_plan(action, params))
+        status, out = await self.facade.execute(one_step(action, params))
         if not _ok(out):
             log.emit("xiaozhi", [("what", "step_failed"), ("action", action), ("report", out)])
 

@@ -5,7 +5,8 @@ import time
 
 import pytest
 
-from e2e_support import sim, wav_stats
+from e2e_support import Tap, sim
+from organbus import frame
 from master import mcp
 from xiaozhi_server import ServerThread
 
@@ -131,30 +132,44 @@ def test_unknown_tool_is_an_error_listing_the_tools(rig):
     assert "available tools: " + ", ".join(names) in e["message"], e
 
 
+def _wav_bytes(b):
+    d = b.board("speaker").wav
+    return (
+        sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d)) if os.path.isdir(d) else 0
+    )
+
+
 def test_tts_reply_of_two_sentences_is_spoken_twice_in_order(rig):
     st, b = rig
     s = ready(st)
     if "speak" not in b.menu_names():
         pytest.skip("the speaker's voice is not installed: no speak on the menu")
+    first, second = "Hi there.", "This second sentence is a good deal longer than the first one."
+    tap = Tap(b.cable("speaker").ab)  # the frames that reached the speaker organ
+    before = xstatus(b).get("audio_dropped", 0)
+    wav0 = _wav_bytes(b)
     m = b.mark()
-    first, second = "Hi.", "This second sentence is a good deal longer than the first one."
 
     async def say(srv):
         await s.say([first, second], opus_frames=3)
 
-    before = xstatus(b).get("audio_dropped", 0)
     st.call(say)
-    audio = []
-    deadline = time.monotonic() + 60
-    while len(audio) < 2 and time.monotonic() < deadline:
-        b.wait_for(lambda e: e["src"] == "speaker" and e.get("event") == "audio", 5, m)
-        audio = b.select(lambda e: e["src"] == "speaker" and e.get("event") == "audio", m)
-    assert len(audio) == 2, "two takes on the speaker: %r" % audio
-    time.sleep(1.0)
-    (t1, _), (t2, _) = wav_stats(audio[0]["wav"]), wav_stats(audio[1]["wav"])
-    assert (
-        audio[0]["t"] <= audio[1]["t"] and t1 < t2
-    ), "the short sentence first, then the long one: %.2f s, %.2f s" % (t1, t2)
+
+    def done(e):
+        return e["src"] == "speaker" and e.get("event") == "done" and e.get("name") == "speak"
+
+    d1 = b.wait_for(done, 30, m)
+    assert d1 is not None, "the first sentence was spoken"
+    wav1 = _wav_bytes(b)
+    d2 = b.wait_for(done, 30, b.events.index(d1) + 1)
+    assert d2 is not None, "the second sentence was spoken"
+    time.sleep(0.3)
+    wav2 = _wav_bytes(b)
+    assert wav0 < wav1 < wav2, "the speaker's WAV grew twice: %d, %d, %d bytes" % (wav0, wav1, wav2)
+    speaks = [(t, p) for t, ft, p in tap._snapshot() if ft == frame.COMMAND and b"speak" in p]
+    assert len(speaks) == 2, speaks
+    assert first.encode() in speaks[0][1] and second.encode() in speaks[1][1], speaks
+    assert speaks[1][0] >= d1["t"] - 0.05, "the second COMMAND only after the first sentence ended"
     x = xstatus(b)
     assert x["audio_dropped"] - before == 6, x
 
