@@ -8,10 +8,7 @@
 # waits at most `idle_ms` (the caller's watchdog), the rest of the frame `read_timeout_ms`.
 import sys
 
-try:
-    import asyncio
-except ImportError:  # pragma: no cover
-    asyncio = None
+import asyncio
 import binascii
 import hashlib
 import os

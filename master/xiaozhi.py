@@ -9,10 +9,7 @@ import json
 import random
 import sys
 
-try:
-    import asyncio
-except ImportError:  # pragma: no cover
-    asyncio = None
+import asyncio
 
 from micropython import const
 

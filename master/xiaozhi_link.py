@@ -5,10 +5,7 @@
 # jitter; the body goes on meanwhile and nothing here ever raises into the master.
 import json
 
-try:
-    import asyncio
-except ImportError:  # pragma: no cover
-    asyncio = None
+import asyncio
 
 from organbus import log
 from organbus.ticks import ticks_diff, ticks_ms
