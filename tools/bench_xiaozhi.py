@@ -54,6 +54,10 @@ def show(f):
         "growth %+d bytes over %d samples"
         % (f["heap_start"], f["heap_end"], f["heap_max"], f["heap_growth"], f["samples"])
     )
+    print(
+        "  least in use over the first and the last stretch of samples: %d, %d (%+d bytes)"
+        % (f["heap_floor_first"], f["heap_floor_last"], f["heap_floor_growth"])
+    )
 
 
 def session(soak_s=30, heap=None, out_dir=None):
@@ -97,8 +101,15 @@ def session(soak_s=30, heap=None, out_dir=None):
                 st.call(one_round, i)
                 i += 1
                 time.sleep(0.5)
-            time.sleep(5)  # the last speech plays out
+            quiet_by = time.monotonic() + 60  # the last speech plays out
+            while time.monotonic() < quiet_by:
+                x = body.status().get("xiaozhi") or {}
+                if not x.get("speech_queued") and not body.status()["plans"]["running"]:
+                    break
+                time.sleep(0.5)
+            time.sleep(3)
             hs = _heaps(body, m)
+            k = min(60, max(1, len(hs) // 4))  # the floor: the least in use over a stretch
             figures = {
                 "soak_s": soak_s,
                 "tool_calls": calls,
@@ -108,6 +119,9 @@ def session(soak_s=30, heap=None, out_dir=None):
                 "heap_end": hs[-1],
                 "heap_max": max(hs),
                 "heap_growth": hs[-1] - start,
+                "heap_floor_first": min(hs[:k]),
+                "heap_floor_last": min(hs[-k:]),
+                "heap_floor_growth": min(hs[-k:]) - min(hs[:k]),
                 "samples": len(hs),
                 "link": body.status().get("xiaozhi"),
             }
