@@ -99,23 +99,23 @@ def _not_text(prefix):
 
 def test_built_plans_with_strings_that_are_not_text():
     bad = _not_text(b"t1")
+    got = "expected a string, got a string that is not UTF-8 text"
     cases = [
-        (pc.plan([pc.step(bad, "led_on")]), "steps[0].task_id: a string that is not UTF-8 text"),
-        (pc.plan([pc.step("t1", bad)]), "steps[0].action: a string that is not UTF-8 text"),
-        (
-            pc.plan([pc.step("t1", "speak", {"text": bad})]),
-            "steps[0].params.text: a string that is not UTF-8 text",
-        ),
-        (pc.plan([], response=bad), "response: a string that is not UTF-8 text"),
-        (
-            pc.plan([], can_execute=False, missing=[bad]),
-            "missing[0]: a string that is not UTF-8 text",
-        ),
+        (pc.plan([pc.step(bad, "led_on")]), "steps[0].task_id: " + got),
+        (pc.plan([pc.step("t1", bad)]), "steps[0].action: " + got),
+        (pc.plan([pc.step("t1", "speak", {"text": bad})]), "steps[0].params.text: " + got),
+        (pc.plan([pc.step("t1", "led_on", None, 5, [bad])]), "steps[0].depends_on[0]: " + got),
+        (pc.plan([], response=bad), "response: " + got),
+        (pc.plan([], can_execute=False, missing=[bad]), "missing[0]: " + got),
         (
             pc.plan([pc.step("t1", "led_on", {bad: 1})]),
             "steps[0].params: a key that is not UTF-8 text",
         ),
+        (pc.plan([], **{bad: 1}), "plan: a key that is not UTF-8 text"),
     ]
+    step = pc.step("t1", "led_on")
+    step[bad] = 1
+    cases.append((pc.plan([step]), "steps[0]: a key that is not UTF-8 text"))
     rig = mf.standard_rig()
     for obj, want in cases:
         out, problems, notes = plan.check(obj, pc.CAPS)
@@ -125,21 +125,25 @@ def test_built_plans_with_strings_that_are_not_text():
     rig.advance(100)
     assert rig.commands_sent() == 0, "a COMMAND left the master"
     out, problems, notes = plan.check(bad, pc.CAPS)
-    assert problems == ["plan: a string that is not UTF-8 text"], problems
+    assert problems == ["plan: expected an object, got a string that is not UTF-8 text"], problems
 
 
 def test_built_plans_with_keys_that_are_not_strings():
-    p = pc.plan([pc.step("t1", "led_on", {1: 2})])
+    p = pc.plan([pc.step("t1", "led_blink", {1: 2, "count": 2, "period_ms": 100})])
+    p[7] = "x"
     out, problems, notes = plan.check(p, pc.CAPS)
-    assert problems == ["steps[0].params: a key that is an int, not a string"], problems
+    assert problems == [
+        "plan: a key that is an int, not a string",
+        "steps[0].params: a key that is an int, not a string",
+    ], problems
 
 
-def test_built_plans_nested_too_deep():
+def test_built_plans_nested_deep_get_a_verdict():
     v = []
-    for _ in range(20):
+    for _ in range(5000):  # no recursion over values the validator does not read
         v = [v]
-    out, problems, notes = plan.check(pc.plan([], missing=v), pc.CAPS)
-    assert problems == ["missing" + "[0]" * 16 + ": nested deeper than 16 levels"], problems
+    out, problems, notes = plan.check(pc.plan([], missing=[v]), pc.CAPS)
+    assert problems == ["missing[0]: expected a string, got an array"], problems
 
 
 def _number_body(num):
@@ -213,3 +217,24 @@ def test_the_nan_body_names_its_character():
     assert _refusal('{"heard_req": NaN}') == 'body: not JSON: unexpected character "N" at offset 14'
     assert _refusal('{"heard_req": -Infinity}') == "body: not JSON: bad number at offset 15"
     assert _refusal('{"heard_req": é}') == 'body: not JSON: unexpected character "é" at offset 14'
+
+
+def test_first_invalid_on_both_interpreters():
+    # the viper ASCII scan (MicroPython) and the pure one (CPython) give the same offsets
+    from organbus.utf8 import first_invalid
+
+    a = b"x" * 100
+    for buf, start, end, want in (
+        (b"", 0, -1, -1),
+        (a, 0, -1, -1),
+        (a + "é好😀".encode() + a, 0, -1, -1),
+        (a + b"\xc0\xaf" + a, 0, -1, 100),
+        (b"\xff" + a, 0, -1, 0),
+        (a + b"\xe2\x82", 0, -1, 100),
+        (a + b"\xe2\x82\xac", 0, 102, 100),  # the end cuts the sequence
+        (a + b"\xe2\x82\xac", 0, 103, -1),
+        (b"\xff" + a + b"\xff", 1, 101, -1),
+        (b"\xff" + a + b"\xff", 1, -1, 101),
+        (a + b"\xed\xa0\x80" + b"\xc0", 50, -1, 100),
+    ):
+        assert first_invalid(buf, start, end) == want, (buf[-8:], start, end, want)

@@ -5,6 +5,8 @@
 # NaN/Infinity, numbers longer than anything the protocol carries (checked by length before any
 # conversion, so CPython's int-string limit is never reached), trailing data, control characters
 # and too deep nesting are refused with their cause and byte offset; duplicate keys are reported.
+import sys
+
 from organbus.utf8 import first_invalid, sequence_length
 
 MAX_DEPTH = 16  # a plan nests 4 deep; anything deeper than this is not a plan
@@ -25,6 +27,28 @@ _ESC = {
     0x72: b"\r",
     0x74: b"\t",
 }
+
+
+if sys.implementation.name == "micropython":
+    import micropython
+
+    @micropython.viper
+    def _control_at(buf: ptr8, i: int, end: int) -> int:
+        # the first offset >= i of a byte < 0x20 in buf[:end], or end
+        while i < end:
+            if buf[i] < 0x20:
+                return i
+            i += 1
+        return end
+
+else:
+
+    def _control_at(buf, i, end):
+        if i < end and min(buf[i:end]) >= 0x20:
+            return end
+        while i < end and buf[i] >= 0x20:
+            i += 1
+        return i
 
 
 class JsonError(ValueError):
@@ -213,14 +237,11 @@ class _Reader:
     def _plain(self, parts, a, b):
         # raw bytes a..b of a string: no control characters allowed
         if a < b:
-            seg = self.s[a:b]
-            if min(seg) < 0x20:
-                k = a
-                while self.s[k] >= 0x20:
-                    k += 1
+            k = _control_at(self.s, a, b)
+            if k < b:
                 self.i = k
                 self.fail("control character in a string")
-            parts.append(seg)
+            parts.append(self.s[a:b])
 
     def string(self):
         s = self.s
@@ -238,6 +259,8 @@ class _Reader:
             if k < 0:
                 self._plain(parts, i, j)
                 self.i = j + 1
+                if len(parts) == 1 and not lone:
+                    return str(parts[0], "utf-8")  # no escapes: no join
                 break
             self._plain(parts, i, k)
             self.i = k + 1

@@ -7,7 +7,7 @@
 from organbus import jsonread
 from organbus.jsonread import JsonError, Lone
 from organbus.jsonread import quote as _quote
-from organbus.utf8 import clip_text, valid_utf8
+from organbus.utf8 import clip_text, first_invalid
 
 MAX_PLAN_BYTES = 4096  # the one size limit of a plan body, on every link (more: TooLarge)
 MAX_DEPTH = jsonread.MAX_DEPTH
@@ -75,6 +75,21 @@ def one_step(action, params, task_id="t1", response=""):
     }
 
 
+def _text_ok(s):
+    # A str is text when it encodes to valid UTF-8: CPython refuses lone surrogates in encode();
+    # a MicroPython str made by str() or json.loads may hold any bytes.
+    try:
+        b = s.encode()
+    except UnicodeError:
+        return False
+    return first_invalid(b) < 0
+
+
+def _is_str(v):
+    # a str the validator may take, quote back and send: UTF-8 text
+    return isinstance(v, str) and _text_ok(v)
+
+
 def _kind(v):
     if v is None:
         return "null"
@@ -89,7 +104,7 @@ def _kind(v):
     if isinstance(v, Lone):
         return "a string with a lone surrogate \\u" + v.esc
     if isinstance(v, str):
-        return "a string"
+        return "a string" if _text_ok(v) else "a string that is not UTF-8 text"
     if isinstance(v, list):
         return "an array"
     if isinstance(v, dict):
@@ -125,7 +140,7 @@ def _check_param(where, p, v, problems, notes):
     # Returns the value to forward (text clamped), or None after a problem.
     t = p["type"]
     if t == "string":
-        if not isinstance(v, str):
+        if not _is_str(v):
             problems.append("%s: expected a string, got %s" % (where, _kind(v)))
             return None
         n = _utf8_len(v)
@@ -170,10 +185,29 @@ def _check_param(where, p, v, problems, notes):
     return v
 
 
+def _unknown(where, obj, known, problems):
+    # The keys of obj not in `known`, sorted, for naming; a key that is not a str, or not UTF-8
+    # text, is a problem of its own and never quoted back (the reader only makes text keys).
+    out = []
+    for k in obj:
+        if k in known:
+            continue
+        if not isinstance(k, str):
+            problems.append("%s: a key that is %s, not a string" % (where, _kind(k)))
+        elif not _text_ok(k):
+            problems.append("%s: a key that is not UTF-8 text" % where)
+        else:
+            out.append(k)
+    out.sort()
+    return out
+
+
 def _unknown_keys(where, obj, allowed, problems):
-    for k in sorted(obj):
-        if k not in allowed:
-            problems.append("%s%s: unknown key (allowed: %s)" % (where, k, ", ".join(allowed)))
+    for k in _unknown(where or "plan", obj, allowed, problems):
+        problems.append(
+            "%s%s: unknown key (allowed: %s)"
+            % (where + "." if where else "", k, ", ".join(allowed))
+        )
 
 
 def _utf8_len(s):
@@ -187,13 +221,13 @@ def _check_step(i, st, caps, names, problems, notes):
     if not isinstance(st, dict):
         problems.append("%s: expected an object, got %s" % (w, _kind(st)))
         return out
-    _unknown_keys(w + ".", st, STEP_KEYS, problems)
+    _unknown_keys(w, st, STEP_KEYS, problems)
     for k in STEP_KEYS:
         if k not in st:
             problems.append("%s.%s: missing" % (w, k))
     tid = st.get("task_id")
     if "task_id" in st:
-        if not isinstance(tid, str):
+        if not _is_str(tid):
             problems.append("%s.task_id: expected a string, got %s" % (w, _kind(tid)))
         elif not tid:
             problems.append("%s.task_id: empty" % w)
@@ -204,7 +238,7 @@ def _check_step(i, st, caps, names, problems, notes):
     cap = None
     act = st.get("action")
     if "action" in st:
-        if not isinstance(act, str):
+        if not _is_str(act):
             problems.append("%s.action: expected a string, got %s" % (w, _kind(act)))
         else:
             cap = caps.get(act)
@@ -230,17 +264,16 @@ def _check_step(i, st, caps, names, problems, notes):
         elif cap is not None:
             declared = cap["params"]
             dnames = [p["name"] for p in declared]
-            for k in sorted(ps):
-                if k not in dnames:
-                    if dnames:
-                        problems.append(
-                            "%s.params.%s: not a param of %s (params: %s)"
-                            % (w, k, cap["name"], ", ".join(dnames))
-                        )
-                    else:
-                        problems.append(
-                            "%s.params.%s: not a param of %s (it takes none)" % (w, k, cap["name"])
-                        )
+            for k in _unknown(w + ".params", ps, dnames, problems):
+                if dnames:
+                    problems.append(
+                        "%s.params.%s: not a param of %s (params: %s)"
+                        % (w, k, cap["name"], ", ".join(dnames))
+                    )
+                else:
+                    problems.append(
+                        "%s.params.%s: not a param of %s (it takes none)" % (w, k, cap["name"])
+                    )
             for p in declared:
                 where = "%s.params.%s" % (w, p["name"])
                 if p["name"] not in ps:
@@ -263,7 +296,7 @@ def _check_step(i, st, caps, names, problems, notes):
             problems.append("%s.depends_on: expected an array, got %s" % (w, _kind(d)))
         else:
             for j, x in enumerate(d):
-                if not isinstance(x, str):
+                if not _is_str(x):
                     problems.append(
                         "%s.depends_on[%d]: expected a string, got %s" % (w, j, _kind(x))
                     )
@@ -331,40 +364,6 @@ def _check_deps(steps, problems):
                 path.pop()
 
 
-def _text_ok(s):
-    # A str is text when it encodes to valid UTF-8: CPython refuses lone surrogates in encode();
-    # a MicroPython str made by str() or json.loads may hold any bytes.
-    try:
-        b = s.encode()
-    except UnicodeError:
-        return False
-    if not b or max(b) < 0x80:
-        return True
-    return valid_utf8(b)
-
-
-def _not_text(v, where, depth, found):
-    # Every str of a plan object, keys included, must be UTF-8 text before any of it is echoed
-    # in a problem or sent; keys must be strings; nesting has the reader's limit (a value at
-    # depth > MAX_DEPTH, the top being 0).
-    if depth > MAX_DEPTH:
-        found.append("%s: nested deeper than %d levels" % (where or "plan", MAX_DEPTH))
-    elif isinstance(v, str):
-        if not _text_ok(v):
-            found.append("%s: a string that is not UTF-8 text" % (where or "plan"))
-    elif isinstance(v, dict):
-        for k in v:
-            if not isinstance(k, str):
-                found.append("%s: a key that is %s, not a string" % (where or "plan", _kind(k)))
-            elif not _text_ok(k):
-                found.append("%s: a key that is not UTF-8 text" % (where or "plan"))
-            else:
-                _not_text(v[k], k if not where else where + "." + k, depth + 1, found)
-    elif isinstance(v, (list, tuple)):
-        for i, x in enumerate(v):
-            _not_text(x, "%s[%d]" % (where, i), depth + 1, found)
-
-
 def validate(raw_or_obj, caps, max_steps=MAX_STEPS):
     """parse() then check() for a raw body (bytes-like or str), or check() for a built plan.
 
@@ -388,10 +387,6 @@ def check(obj, caps, dups=(), max_steps=MAX_STEPS):
     for path, k in dups:
         problems.append("%s: duplicate key %s" % (path or "plan", _quote(k)))
     notes = []
-    found = []
-    _not_text(obj, "", 0, found)
-    if found:
-        return obj, problems + found, notes  # not checked further: it cannot be quoted back
     if isinstance(caps, dict):
         raise TypeError("plan.check: caps is the menu's capability list, not the menu")
     by_name = {}
@@ -435,7 +430,7 @@ def check(obj, caps, dups=(), max_steps=MAX_STEPS):
             problems.append("missing: expected an array, got %s" % _kind(miss))
         else:
             for j, x in enumerate(miss):
-                if not isinstance(x, str):
+                if not _is_str(x):
                     problems.append("missing[%d]: expected a string, got %s" % (j, _kind(x)))
                 else:
                     out["missing"].append(x)
@@ -443,7 +438,7 @@ def check(obj, caps, dups=(), max_steps=MAX_STEPS):
                 problems.append("missing: empty while can_execute is false (name what is missing)")
     resp = obj.get("response")
     if "response" in obj:
-        if not isinstance(resp, str):
+        if not _is_str(resp):
             problems.append("response: expected a string, got %s" % _kind(resp))
         else:
             out["response"] = resp

@@ -1,4 +1,5 @@
 # Strict UTF-8 checks that behave the same on CPython and MicroPython (no overlongs, surrogates or > U+10FFFF).
+import sys
 
 
 def _seq_len(buf, i, end):
@@ -38,24 +39,43 @@ def valid_utf8(buf, start=0, end=-1):
     return True
 
 
+if sys.implementation.name == "micropython":
+    import micropython
+
+    @micropython.viper
+    def _ascii_end(buf: ptr8, i: int, end: int) -> int:
+        # the first offset >= i of a byte >= 0x80 in buf[:end], or end
+        while i < end:
+            if buf[i] >= 0x80:
+                return i
+            i += 1
+        return end
+
+else:
+
+    def _ascii_end(buf, i, end):
+        while i < end:
+            if buf[i] >= 0x80:
+                return i
+            i += 1
+        return end
+
+
 def first_invalid(buf, start=0, end=-1):
     """Offset of the first byte of buf[start:end] that does not begin a valid UTF-8 sequence, or
-    -1 when it is all valid (the same rules as valid_utf8). Runs of ASCII are skipped a slice at a
-    time, so it allocates: for bodies read once (plans), not for the RX path."""
+    -1 when it is all valid (the same rules as valid_utf8). Runs of ASCII are passed by a viper
+    scan on MicroPython; no allocation."""
     if end < 0:
         end = len(buf)
     i = start
-    while i < end:
-        if buf[i] < 0x80:
-            j = i + 64 if i + 64 < end else end
-            if max(buf[i:j]) < 0x80:
-                i = j
-                continue
+    while True:
+        i = _ascii_end(buf, i, end)
+        if i >= end:
+            return -1
         n = _seq_len(buf, i, end)
         if not n:
             return i
         i += n
-    return -1
 
 
 def sequence_length(lead):
