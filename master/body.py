@@ -22,6 +22,7 @@ from master.registry import Registry
 from master.scheduler import Scheduler
 from master.status import Status
 
+_FAR_MS = 60000
 SPEAK_FRESH_MS = 3000  # speak_ready wants a frame from the speaker this recently (heartbeat 1 s)
 
 
@@ -67,18 +68,26 @@ class Body:
         if now is None:
             now = self.clock()
         for p in self.ports:
-            self.registry.boot(p, now)
+            p.start(now)
 
     def poll(self, now=None):
-        """Every timer of the master (ports: quiet line, offline; scheduler: timeouts, group
-        releases); returns ms until the next is due."""
+        """Every timer of the master (ports: quiet line; registry: offline; scheduler:
+        timeouts, group releases); returns ms until the next is due."""
         if now is None:
             now = self.clock()
-        wait = self.scheduler.poll(now)
+        # in this order: frames a quiet line releases first, then the offline rule, then the
+        # timeouts (a COMMAND_RESP the decoder still held is never judged late)
+        wait = _FAR_MS
         for p in self.ports:
             w = p.poll(now)
             if w < wait:
                 wait = w
+        w = self.registry.poll(now)
+        if w < wait:
+            wait = w
+        w = self.scheduler.poll(now)
+        if w < wait:
+            wait = w
         return wait
 
     @property

@@ -109,24 +109,26 @@ class McpServer:
             )
         version = want or "2025-03-26"
         msg = req.json  # parsed here, strictly, on first use (master/httpd.py Request.json)
+        dups = getattr(req, "json_dups", ())
         if isinstance(msg, list):
             if not msg:
                 return 400, _error(None, INVALID_REQUEST, "empty JSON-RPC batch"), None
             out = []
-            for m in msg:
-                r = await self.dispatch(m, version)
+            for i, m in enumerate(msg):
+                r = await self.dispatch(m, version, _arg_dups(dups, "[%d].params.arguments" % i))
                 if r is not None:
                     out.append(r)
             return (200, out, None) if out else (202, None, None)
         if msg is None:
             return 400, _error(None, INVALID_REQUEST, "empty body: send one JSON-RPC message"), None
-        r = await self.dispatch(msg, version)
+        r = await self.dispatch(msg, version, _arg_dups(dups, "params.arguments"))
         if r is None:
             return 202, None, None
         return 200, r, None
 
-    async def dispatch(self, msg, version):
-        """One JSON-RPC message -> response dict, or None for notifications and responses."""
+    async def dispatch(self, msg, version, dups=()):
+        """One JSON-RPC message -> response dict, or None for notifications and responses.
+        `dups`: duplicate keys the strict read found in its tool arguments, as plan paths."""
         if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0":
             return _error(
                 None, INVALID_REQUEST, 'not a JSON-RPC 2.0 message (need "jsonrpc": "2.0")'
@@ -156,7 +158,7 @@ class McpServer:
             if method == "tools/list":
                 return _result(mid, {"tools": tools(self.body.menu())})
             if method == "tools/call":
-                return await self.call_tool(mid, params, version)
+                return await self.call_tool(mid, params, version, dups)
         except MemoryError:
             raise  # the server answers 503 with a prebuilt response
         except Exception as e:
@@ -178,7 +180,7 @@ class McpServer:
             "instructions": INSTRUCTIONS,
         }
 
-    async def call_tool(self, mid, params, version):
+    async def call_tool(self, mid, params, version, dups=()):
         name = params.get("name")
         args = params.get("arguments")
         names = self.tool_names()
@@ -201,7 +203,7 @@ class McpServer:
             )
         plan = one_step(name, args)
         self.calls += 1
-        kind, out = await self.body.execute(plan)
+        kind, out = await self.body.execute(plan, None, dups)
         if kind == PROBLEMS:
             problems = out.get("problems", [])
             return _error(
@@ -229,6 +231,15 @@ class McpServer:
         if version != "2025-03-26":
             result["structuredContent"] = out
         return _result(mid, result)
+
+
+def _arg_dups(dups, prefix):
+    # duplicate keys inside a tools/call's arguments, named as the one-step plan's params
+    out = []
+    for path, k in dups:
+        if path == prefix or path.startswith(prefix + ".") or path.startswith(prefix + "["):
+            out.append(("steps[0].params" + path[len(prefix) :], k))
+    return out
 
 
 def routes(body):

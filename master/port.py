@@ -1,12 +1,12 @@
 # One organ port's protocol object: its decoder, counters, last heard, and the frames it sends.
 #
 # Bytes come in (`feed`, from the port's UART reader); every legal frame keeps the port heard
-# and goes up to the organ registry with the port itself as the reply address
-# (`organs.frame(port, ftype, payload, n, now)`). Frames go out through `send` (lifecycle
-# frames) and `command` (a COMMAND: a COMMAND_RESP is due, so the UART edge's reader waits
-# for it in the poller). The heartbeat path (decoder -> _frame -> organs.frame) allocates
-# nothing. `poll(now) -> ms` runs the time rules: the decoder's quiet-line rule, the organs'
-# offline rule, and a "decoder" hub event when an error counter moved.
+# and goes up to the organ registry (`organs.frame(port, ftype, payload, n, now)`), which
+# returns the lifecycle frame to answer with (ACK, DISCOVER) or None; the port sends it.
+# Frames go out through `send` and `command` (a COMMAND, from the scheduler: a COMMAND_RESP
+# is due, so the UART edge's reader waits for it in the poller). The heartbeat path (decoder -> _frame -> organs.frame) allocates
+# nothing. `poll(now) -> ms` runs the port's time rules: the decoder's quiet-line rule, the
+# COMMAND_RESP gear, and a "decoder" hub event when an error counter moved.
 from micropython import const
 
 from organbus import frame
@@ -45,7 +45,13 @@ class Port:
         self.last_rx = now
         if ftype == frame.COMMAND_RESP:
             self.resp_due = False
-        self.organs.frame(self, ftype, payload, n, now)
+        reply = self.organs.frame(self, ftype, payload, n, now)
+        if reply is not None:
+            self.send(reply)
+
+    def start(self, now):
+        """Boot: the port says DISCOVER (the registry counts it)."""
+        self.send(self.organs.boot(self, now))
 
     def send(self, f):
         self.sent += 1
@@ -75,7 +81,4 @@ class Port:
         if e != self._errors:
             self._errors = e
             self.hub.publish("decoder", self.index, d)
-        wait = self.organs.watch(self, now)
-        if d.pending():
-            return _IDLE_MS if wait > _IDLE_MS else wait
-        return _QUIET_MS if wait > _QUIET_MS else wait
+        return _IDLE_MS if d.pending() else _QUIET_MS

@@ -1,12 +1,12 @@
 # Sans-IO lifecycle of the organs on the master's ports (PROTOCOL.md section 7).
 #
-# A Port hands every legal frame up (`frame(port, ...)`) with itself as the reply address, and
-# runs the offline rule from its own poll (`watch(port, now)`); the registry answers on that
-# port (DISCOVER, ACK), keeps one Slot per port (the organ seen there), updates the Owners
-# table on each registration change, routes COMMAND_RESP and EVENT to the scheduler, and
-# publishes what happens on the hub. It keeps no Port: a Slot only notes the port its organ
-# registered on, for the Owners table. A heartbeat, and a DESCRIPTOR identical to the
-# registered one (compared byte by byte against `raw`, then ACKed), allocate nothing.
+# A Port hands every legal frame up (`frame(port, ...)`); the registry never calls a Port: it
+# returns the lifecycle frame to answer with (DISCOVER, ACK or None) and the Port sends it.
+# `poll(now) -> ms` runs the offline rule, like every timer of the master. It keeps one Slot per port (the
+# organ seen there), updates the Owners table on each registration change (a Slot notes the
+# Port its organ registered on: the scheduler's COMMAND address), routes COMMAND_RESP and
+# EVENT to the scheduler, and publishes what happens on the hub. A heartbeat, and a DESCRIPTOR
+# identical to the registered one (compared byte by byte against `raw`), allocate nothing.
 from micropython import const
 
 from organbus import command
@@ -81,19 +81,20 @@ class Registry:
         return self._by[index]
 
     def boot(self, port, now):
-        """The menu in RAM is empty at boot: DISCOVER on the port."""
-        self._discover(self._by[port.index], port, now)
+        """The menu in RAM is empty at boot: the DISCOVER the port sends."""
+        return self._discover(self._by[port.index], now)
 
     def frame(self, port, ftype, payload, n, now):
-        """A legal frame from `port` (the decoder's fixed payload view, valid during the call)."""
+        """A legal frame from `port` (the decoder's fixed payload view, valid during the call);
+        returns the frame the port answers with, or None."""
         s = self._by[port.index]
         if ftype == frame.HEARTBEAT:
             if not s.online:
-                self._maybe_discover(s, port, now)
+                return self._maybe_discover(s, now)
         elif ftype == frame.DESCRIPTOR:
-            self._descriptor(s, port, payload, n, now)
+            return self._descriptor(s, port, payload, n, now)
         elif not s.online:
-            self._maybe_discover(s, port, now)
+            return self._maybe_discover(s, now)
         elif ftype == frame.COMMAND_RESP:
             if n == 1:
                 self.scheduler.on_resp(port, payload[0], now)
@@ -101,36 +102,39 @@ class Registry:
                 s.bad_payloads += 1
         elif ftype == frame.EVENT:
             self._event(s, port, payload, n, now)
+        return None
 
-    def watch(self, port, now):
-        """The offline rule for `port`; returns ms until it is due."""
-        s = self._by[port.index]
-        if not s.online:
-            return _FAR_MS
-        left = OFFLINE_MS - ticks_diff(now, port.last_rx)
-        if left <= 0:
-            self._offline(s, now)
-            return _FAR_MS
-        return left
+    def poll(self, now):
+        """The offline rule (an online organ silent OFFLINE_MS goes offline; its port's last
+        heard is read, never touched); returns ms until it is next due."""
+        wait = _FAR_MS
+        for s in self.slots:
+            if s.online:
+                left = OFFLINE_MS - ticks_diff(now, s.port.last_rx)
+                if left <= 0:
+                    self._offline(s, now)
+                elif left < wait:
+                    wait = left
+        return wait
 
     # -- lifecycle ------------------------------------------------------------------------
 
-    def _discover(self, s, port, now):
+    def _discover(self, s, now):
         s.last_discover = now
         s.discovers += 1
-        port.send(frame.DISCOVER_FRAME)
+        return frame.DISCOVER_FRAME
 
-    def _maybe_discover(self, s, port, now):
+    def _maybe_discover(self, s, now):
         # a legal frame from a port with no registered organ: DISCOVER, at most once per 2 s
         if s.last_discover is None or ticks_diff(now, s.last_discover) >= DISCOVER_MS:
-            self._discover(s, port, now)
+            return self._discover(s, now)
+        return None
 
     def _descriptor(self, s, port, payload, n, now):
         s.descriptors += 1
         if s.online and s.same_descriptor(payload, n):
             s.acks += 1
-            port.send(frame.ACK_FRAME)
-            return
+            return frame.ACK_FRAME
         try:
             d = decode_descriptor(payload, n)
         except DescriptorError as e:
@@ -140,7 +144,7 @@ class Registry:
             if s.online:
                 # the organ now describes itself invalidly: nothing it offered can be trusted
                 self._offline(s, now)
-            return
+            return None
         s.again = d["module_id"] in self._seen
         if not s.again:
             self._seen.append(d["module_id"])
@@ -153,9 +157,9 @@ class Registry:
             s.seq = self._seq
         s.online = True
         s.acks += 1
-        port.send(frame.ACK_FRAME)
         self.hub.publish("registered", s.index, s)
         self._update()
+        return frame.ACK_FRAME
 
     def _offline(self, s, now):
         s.online = False

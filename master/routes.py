@@ -33,7 +33,7 @@ def routes(body):
         return 200, body.menu(), None
 
     async def post_plan(req):
-        kind, obj = await body.execute(req.body)  # the raw bytes: one strict parse, in the Body
+        kind, obj = await body.execute(req.content)  # the raw bytes: one strict parse, in the Body
         status, payload = answer(kind, obj)
         return status, payload, None
 

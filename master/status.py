@@ -87,6 +87,8 @@ class Status:
                     "ack_sent": s.acks,
                     "descriptors": s.descriptors,
                     "bad_payloads": s.bad_payloads,
+                    "frames_sent": p.sent,
+                    "tx_dropped": getattr(p.tx, "dropped", 0),  # the UART edge's full ring
                     "counters": p.decoder.counters(),
                 }
             )

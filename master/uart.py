@@ -36,6 +36,14 @@ except AttributeError:  # CPython
         return asyncio.sleep(ms / 1000)
 
 
+def _poller(uart):
+    # MicroPython's StreamReader waits on any pollable stream; CPython's takes no stream.
+    try:
+        return asyncio.StreamReader(uart)
+    except TypeError:
+        return None
+
+
 class UartEdge:
     """One organ port's UART (`timeout=0`): `send(frame)`, `expect()`, `tasks(port)`.
 
@@ -133,14 +141,14 @@ class UartEdge:
 
     async def reader(self, port):
         """Feed `port` (`feed(buf, now, n)`, `resp_due`) with everything the UART receives."""
-        s = asyncio.StreamReader(self.uart)
+        s = _poller(self.uart)
         uart = self.uart
         buf = self.buf
         clock = self.clock
         me = asyncio.current_task()
         uncancel = getattr(me, "uncancel", None)
         while True:
-            if port.resp_due:
+            if port.resp_due and s is not None:
                 # A COMMAND_RESP is due: straight into the poller (the COMMAND it answers has
                 # only just been written, so a read first would find nothing).
                 n = await s.readinto(buf)
@@ -149,6 +157,9 @@ class UartEdge:
                     continue
             else:
                 n = uart.readinto(buf)
+                if not n and port.resp_due:
+                    await _sleep_ms(1)  # no poller for this stream (CPython): poll closely
+                    continue
                 if not n:
                     # inline, not a helper coroutine: calling one would allocate every poll
                     self._napper = me

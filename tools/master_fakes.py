@@ -143,7 +143,8 @@ class FakeOrgan:
         if self.alive:
             self.rig.feed(self.port, f)
 
-    def tick(self, now):
+    def poll(self, now):
+        # the organ's timer step (the name every timer has: poll(now))
         if not self.alive:
             self.inbox = []
             return
@@ -275,7 +276,7 @@ class Rig:
         while self.now < end:
             self.now += step
             for p in sorted(self.organs):
-                self.organs[p].tick(self.now)
+                self.organs[p].poll(self.now)
             self.body.poll(self.now)
 
     def sent_types(self, port):

@@ -166,7 +166,7 @@ class ServerThread:
         body = self.body
 
         async def plan_route(req):
-            kind, out = await body.execute(req.body)
+            kind, out = await body.execute(req.content)
             status, payload = answer(kind, out)
             return status, payload, None
 

@@ -216,3 +216,25 @@ def test_slowloris_and_parallel_clients_on_the_unix_port(mp_server):
     assert proc.poll() is None, "the server survived: %s" % (
         proc.stderr.read() if proc.poll() else ""
     )
+
+
+def test_slow_clients_never_lock_a_good_client_out_on_the_unix_port(mpy_dir):
+    # issue 17 item 4 on MicroPython: as many slow heads as slots (other addresses, coming back
+    # whenever closed), then good calls: every one is served.
+    from test_httpd import _Dripper
+
+    port, proc, _ = start(mpy_dir)
+    drip = _Dripper(port, ["127.0.0.%d" % i for i in range(2, 7)])
+    try:
+        time.sleep(0.5)
+        codes = []
+        for _ in range(10):
+            code, _, out = request(port, "POST", "/status", {}, AUTH)
+            codes.append(code)
+            time.sleep(0.1)
+        assert codes == [200] * 10, codes
+        assert proc.poll() is None, "the server survived"
+    finally:
+        drip.close()
+        proc.kill()
+        proc.wait(5)

@@ -57,3 +57,20 @@ def test_bad_lines():
     assert r["status"] == 400, r
     r = _ask(rig.body, "x" * (jsonlines.MAX_LINE + 1))
     assert r["status"] == 413, r
+
+
+def test_a_duplicate_key_in_the_plan_object_is_a_problem_of_the_plan():
+    # The line is read strictly: a repeated key inside "plan" is refused as over HTTP (before,
+    # the console's stock json kept the last value unseen); one outside it is a bad line.
+    rig = mf.standard_rig()
+    line = (
+        '{"op": "plan", "plan": {"heard_req": 0, "steps": [{"task_id": "a", "action": "led_on",'
+        ' "action": "led_off", "params": {}, "priority": 5, "depends_on": []}],'
+        ' "can_execute": true, "missing": [], "response": ""}}'
+    )
+    r = _ask(rig.body, line)
+    assert r["status"] == 422, r
+    assert r["reply"]["problems"] == ['steps[0]: duplicate key "action"'], r
+    r = _ask(rig.body, '{"op": "menu", "op": "status"}')
+    assert r["status"] == 400 and r["reply"]["problems"] == ['line: duplicate key "op"'], r
+    assert rig.commands_sent() == 0, "a COMMAND left the master"

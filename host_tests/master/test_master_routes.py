@@ -18,7 +18,7 @@ def test_routes_table():
         path = "/plan"
         headers = {}
         client = "127.0.0.1"
-        body = b"{oops"
+        content = b"{oops"
 
     status, obj, headers = asyncio.run(routes[("POST", "/plan")](Req()))
     assert status == 400 and obj["problems"][0].startswith("body: not JSON"), obj
