@@ -148,7 +148,8 @@ class Facade:
     """What the xiaozhi link needs of the master (master.app wires the live Body to it):
 
     - `menu() -> dict`: the live section 8 menu;
-    - `async execute(plan) -> (status, report | {"problems"})`: the one plan path;
+    - `async execute(plan, on_accept=None, dups=()) -> (outcome, report | {"problems"})`: the
+      one plan path (master.body.Body.execute);
     - `subscribe(fn)`: `fn(kind, data)` for body events, kind "online" / "offline"
       (data: module_id, module_type, port), "event" (module_id, name, status) and "menu"
       (the menu changed);

@@ -38,8 +38,8 @@ class BodyFacade:
     def menu(self):
         return self.body.menu()
 
-    async def execute(self, plan):
-        return await self.body.execute(plan)
+    async def execute(self, plan, on_accept=None, dups=()):
+        return await self.body.execute(plan, on_accept, dups)
 
     def quiet(self):
         return not self.body.scheduler.runs

@@ -58,9 +58,9 @@ class Facade(FakeBody):
             d[c["name"]] = c
         return d
 
-    async def execute(self, plan, on_accept=None):
+    async def execute(self, plan, on_accept=None, dups=()):
         t0 = _ms()
-        r = await super().execute(plan, on_accept)
+        r = await super().execute(plan, on_accept, dups)
         self.times.append((plan["steps"][0]["action"], t0, _ms()))
         return r
 
