@@ -58,6 +58,7 @@ class Session:
         self.pending = {}  # JSON-RPC id -> future of the payload
         self.ready = asyncio.Event()
         self.closed = asyncio.Event()
+        self.aborted = False  # the device sent abort: the reply being streamed stops
 
     async def send(self, obj):
         await self.ws.send(json.dumps(obj))
@@ -94,8 +95,11 @@ class Session:
 
     async def say(self, sentences, opus_frames=2):
         """One TTS reply: start, sentence_start per sentence (with stand-in audio frames), stop."""
+        self.aborted = False
         await self.send({"session_id": self.id, "type": "tts", "state": "start"})
         for s in sentences:
+            if self.aborted:
+                break
             await self.send(
                 {"session_id": self.id, "type": "tts", "state": "sentence_start", "text": s}
             )
@@ -305,6 +309,8 @@ class XiaozhiServer:
             except ValueError:
                 msg = {"unparsed": raw}
             s.received.append(msg)
+            if isinstance(msg, dict) and msg.get("type") == "abort":
+                s.aborted = True  # section 8: stop streaming, drop pending audio
             if self.on_message:
                 self.on_message(s, msg)
             if isinstance(msg, dict) and msg.get("type") == "mcp":
