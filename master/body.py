@@ -5,10 +5,7 @@
 # `plan.parse` (the strict reader, the one size limit `plan.MAX_PLAN_BYTES`) -> `plan.check`
 # against the live capabilities -> the scheduler. The Body says what happened as an outcome
 # kind (master/outcome.py); only the links choose a status code for it (master/routes.py).
-try:
-    import asyncio
-except ImportError:  # pragma: no cover
-    asyncio = None
+import asyncio
 
 from organbus import menu as _menu
 from organbus import plan as _plan

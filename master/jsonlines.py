@@ -8,10 +8,7 @@
 import json
 import sys
 
-try:
-    import asyncio
-except ImportError:  # pragma: no cover
-    asyncio = None
+import asyncio
 
 from organbus import jsonread
 from organbus import plan as _plan

@@ -28,6 +28,7 @@ class Status:
         self.events = 0  # organ EVENTs heard
         self.offline = 0
         self.decoder_events = 0
+        self.hub = hub
         hub.subscribe(self.on_event)
 
     def on_event(self, event, port, data):
@@ -111,6 +112,7 @@ class Status:
                 "organ_events": self.events,
             },
             "busy_groups": sched.busy_groups(),
+            "hub": {"subscribers": len(self.hub.subs), "errors": self.hub.errors},
         }
         if self.note:
             doc["note"] = self.note
