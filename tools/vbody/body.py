@@ -33,6 +33,7 @@ class VirtualBody:
         seed=None,
         on_event=None,
         organs=("led", "speaker"),
+        xiaozhi=None,
     ):
         if out_dir is None:
             base = os.path.join(
@@ -57,6 +58,7 @@ class VirtualBody:
         self.http = None
         self.organs = [o for o in organs]
         self.seed = seed
+        self.xiaozhi = xiaozhi  # OTA URL of a xiaozhi server for the master's link, or None
         self.stopped = False
         self.menu_refusal = None  # (status, reply) of the last GET /menu that was not a 200
         self.starved = None  # why the master cannot serve its menu, once that has lasted
@@ -89,6 +91,7 @@ class VirtualBody:
                 http=self.http,
                 heap=self.heap,
                 heap_report_ms=self.heap_report_ms,
+                xiaozhi=self.xiaozhi,
             )
         for organ, cable in self.cables.items():
             if organ in self.external:
