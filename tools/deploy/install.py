@@ -41,12 +41,13 @@ def config_json(args):
     ssid = args.wifi_ssid or os.environ.get("ORGANBUS_WIFI_SSID")
     password = args.wifi_password or os.environ.get("ORGANBUS_WIFI_PASSWORD")
     token = args.token or os.environ.get("ORGANBUS_HTTP_TOKEN")
+    xz_url = getattr(args, "xiaozhi_ota_url", None)
     key = None
     if getattr(args, "ota_key", None) or os.environ.get("ORGANBUS_OTA_KEY"):
         from deploy import ota  # the update key, for later updates over the air
 
         key = ota.load_key(getattr(args, "ota_key", None)).hex()
-    if not (ssid or token or args.console or key):
+    if not (ssid or token or args.console or key or xz_url):
         return None
     cfg = {}
     if ssid:
@@ -57,6 +58,8 @@ def config_json(args):
         cfg["console"] = args.console
     if key:
         cfg["ota"] = {"key": key}
+    if xz_url:
+        cfg["xiaozhi"] = {"ota_url": xz_url}
     return cfg
 
 

@@ -35,6 +35,7 @@ class VirtualBody:
         organs=("led", "speaker"),
         master_config=None,
         master_settings=None,
+        xiaozhi=None,
     ):
         if out_dir is None:
             base = os.path.join(
@@ -64,6 +65,7 @@ class VirtualBody:
         self.master_settings = dict(master_settings or {})
         self.token = ((master_config or {}).get("http") or {}).get("token")
         self.seed = seed
+        self.xiaozhi = xiaozhi  # OTA URL of a xiaozhi server for the master's link, or None
         self.stopped = False
         self.menu_refusal = None  # (status, reply) of the last GET /menu that was not a 200
         self.starved = None  # why the master cannot serve its menu, once that has lasted
@@ -100,6 +102,7 @@ class VirtualBody:
                 heap=self.heap,
                 heap_report_ms=self.heap_report_ms,
                 settings=settings,
+                xiaozhi=self.xiaozhi,
             )
             if self.master_config is not None:
                 os.makedirs(self.boards["master"].flash, exist_ok=True)

@@ -31,10 +31,12 @@ class BoardProc:
         pinlog=None,
         wav=None,
         settings=None,
+        xiaozhi=None,
     ):
         self.role = role
         self.settings = settings  # board settings over the host's (tools/vbody/launch.py)
         self.flash = os.path.join(out_dir, role + ".board")  # the board's flash folder
+        self.xiaozhi = xiaozhi  # master: the xiaozhi OTA URL its link is pointed at
         self.out_dir = out_dir
         os.makedirs(out_dir, exist_ok=True)
         self.uarts = dict(uarts or {})
@@ -67,6 +69,7 @@ class BoardProc:
             pinlog=self.pinlog,
             wav=self.wav,
             settings=self.settings,
+            xiaozhi=self.xiaozhi,
         )
         with self.lock:
             self.stopping = False
