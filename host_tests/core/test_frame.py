@@ -368,8 +368,9 @@ def test_old_candidate_abandoned_while_bytes_trickle():
     assert len(s.got) == 3, "later frames flow again"
 
 
-def test_age_counts_from_the_rescan():
-    # a candidate found by a rescan gets its own 90 ms: a long frame still arriving is kept
+def test_age_counts_from_the_read_of_its_sof():
+    # a candidate found by a rescan is as old as the read that brought its SOF (here 80 ms, not
+    # the corrupt header's 0): a long frame still arriving is kept
     desc = b"\x5a" * 300
     whole = b"\xaa\x03\x01" + bytes([len(desc) >> 8, len(desc) & 0xFF]) + desc
     s = Sink()
@@ -534,3 +535,46 @@ def test_bad_version_refused_at_once():
     s.dec.feed(b"\xaa", 1)
     s.dec.feed(b"\x03", 2)
     assert s.dec.pending() == 2, "AA 03 is a candidate until LEN says otherwise"
+
+
+def _paced_chain(headers, poll_ms, limit=400):
+    # Issue 17 item 1: `headers` corrupt headers, then a heartbeat, all in one read at t=0; after
+    # that one junk byte every poll_ms. Returns when the heartbeat came out (ms), or -1.
+    s = Sink()
+    s.dec.feed(b"\xaa\x03\x10\x01\xff" * headers + HB, 0)
+    t = 0
+    while not s.got and t < limit:
+        t += poll_ms
+        s.dec.feed(b"\x00", t)
+    return t if s.got == [(3, b"")] else -1
+
+
+def test_a_chain_of_corrupt_headers_delays_no_frame_past_the_bound():
+    # Every header of the chain came in the read that brought the heartbeat: each one's age counts
+    # from that read, not from when the rescan found it, so all of them go at 90 ms together.
+    for headers in (1, 2, 3, 7):
+        for poll_ms in (10, 1):
+            at = _paced_chain(headers, poll_ms)
+            assert (
+                0 <= at <= 100
+            ), "%d headers, %d ms polls: heartbeat out at %d ms, want <= 100" % (
+                headers,
+                poll_ms,
+                at,
+            )
+            assert at >= 90, "%d headers: out at %d ms, before the 90 ms age" % (headers, at)
+
+
+def test_a_chain_spread_over_reads_keeps_each_headers_own_age():
+    # Headers that came in different reads are each abandoned 90 ms after their own read: the one
+    # read at 40 ms is not old at 90 ms, so the heartbeat behind it waits until 130 ms.
+    s = Sink()
+    s.dec.feed(b"\xaa\x03\x10\x01\xff", 0)
+    s.dec.feed(b"\x00\xaa\x03\x10\x01\xff", 40)
+    s.dec.feed(HB, 60)
+    for t in range(70, 130, 10):
+        s.dec.feed(b"\x00", t)
+        assert s.got == [], "at %d ms the second header (read at 40) is younger than 90 ms" % t
+    s.dec.feed(b"\x00", 130)
+    assert s.got == [(3, b"")], "the second header goes 90 ms after its own read: %r" % s.got
+    _check_counts(s.dec, "spread chain", abandoned=2)

@@ -1,5 +1,6 @@
 # Protocol V3 frames: an encoder into caller buffers and a resyncing stream decoder (PROTOCOL.md section 2).
 import sys
+from array import array
 
 import micropython
 from micropython import const
@@ -132,8 +133,13 @@ class Decoder:
     and only during the call.
 
     Times are ticks (ms unless tick_ms says how many ticks make a millisecond). _last is
-    when the last byte came; _since is when the current candidate became the candidate
-    (its SOF arrived, or the rescan that found it ran: never earlier than the truth).
+    when the last byte came. Arrival marks: _mt[i] is the tick of the read that brought
+    _buf[_mpos[i]:_mpos[i+1]] (the last mark runs to _fill; _mpos[0] == 0, _nm marks). A
+    candidate's age counts from the read that brought its SOF, wherever a rescan finds it:
+    _since == _mt[0]. A read adds a mark only for a candidate carried over from an earlier
+    read, and only at a later tick, so the live marks hold distinct ticks younger than the age
+    limit: AGE_MS * tick_ms + 2 of them always suffice (capped at the buffer's size; should
+    they run out, new bytes join the last mark, which makes them older, never younger).
     """
 
     def __init__(self, on_frame, handled=None, tick_ms=1):
@@ -149,7 +155,12 @@ class Decoder:
         self._need = 5
         self._last = 0
         self._since = 0
-        self._now = 0
+        cap = AGE_MS * tick_ms + 2
+        if cap > _BUF_SIZE:
+            cap = _BUF_SIZE
+        self._mpos = array("H", bytes(2 * cap))
+        self._mt = [0] * cap
+        self._nm = 0
         self._error = None
         self.reset_counters()
 
@@ -183,16 +194,16 @@ class Decoder:
             n = len(data)
         if n == 0:
             if self._fill:
-                self._now = now
                 self._stale(now)
             return
         # Bytes that come in are no evidence of a quiet line (they may have waited in the UART
         # while the reader was held up): the quiet rule is idle()'s, an empty read's. The age
         # rule is applied after the read is taken, so a frame whose rest waited is completed.
-        self._now = now
         self._last = now
         self.bytes += n
         buf = self._buf
+        if self._fill:
+            self._mark(now)
         i = 0
         while i < n:
             fill = self._fill
@@ -205,6 +216,8 @@ class Decoder:
                 self._fill = 1
                 self._need = 5
                 self._since = now
+                self._mt[0] = now
+                self._nm = 1
                 i = j + 1
                 continue
             k = self._need - fill
@@ -217,13 +230,20 @@ class Decoder:
                 self._process()
         if 1 < self._fill < 5:
             self._process()  # the read ended inside a header: refuse a wrong VER now
-        if self._fill and ticks_diff(now, self._since) >= self._age:
+        while self._fill and ticks_diff(now, self._since) >= self._age:
             self._abandon()
+
+    def _mark(self, now):
+        # The bytes this read appends to a carried candidate arrived at `now`.
+        m = self._nm
+        if m < len(self._mt) and ticks_diff(now, self._mt[m - 1]) > 0:
+            self._mpos[m] = self._fill
+            self._mt[m] = now
+            self._nm = m + 1
 
     def idle(self, now):
         """The reader saw no byte (call it on every empty poll): apply the time rules."""
         if self._fill:
-            self._now = now
             self._stale(now)
             if self._error is not None:
                 self._raise()
@@ -232,14 +252,17 @@ class Decoder:
         # Quiet line: no byte for 50 ms. Every byte held came before the gap, so a candidate
         # found by the rescan is as stale as the one abandoned: repeat until nothing is pending
         # (frames hidden behind come out on the way).
-        # Old candidate: incomplete 90 ms after it became the candidate while bytes kept
+        # Old candidate: incomplete 90 ms after the read that brought its SOF while bytes kept
         # trickling in. At 115200 baud a whole 520-byte frame takes 45 ms, so it is a corrupt
-        # header swallowing later frames: abandon it (once; what the rescan finds starts its
-        # own 90 ms). This bounds how long a corrupt header can hold a good frame back.
+        # header swallowing later frames: abandon it, and every candidate the rescan finds that
+        # is as old (a chain of corrupt headers read together goes at once). A frame is held
+        # back only by candidates whose SOF came before its own last byte, so each legal frame
+        # is out within 90 ms (plus one poll) of its last byte, however long the chain.
         if ticks_diff(now, self._last) >= self._quiet:
             self._flush()
-        elif ticks_diff(now, self._since) >= self._age:
-            self._abandon()
+        else:
+            while self._fill and ticks_diff(now, self._since) >= self._age:
+                self._abandon()
 
     def flush(self):
         """End of input: whatever is incomplete is abandoned (frames behind it still come out)."""
@@ -272,7 +295,25 @@ class Decoder:
         else:
             _copy(buf, 0, buf, j, fill - j)
             self._fill = fill - j
-            self._since = self._now
+            # The marks of bytes before j go; the new candidate's age is its SOF's read.
+            mpos = self._mpos
+            mt = self._mt
+            nm = self._nm
+            i = 1
+            while i < nm and mpos[i] <= j:
+                i += 1
+            i -= 1
+            self._since = mt[i]
+            mt[0] = mt[i]
+            mpos[0] = 0
+            d = 1
+            i += 1
+            while i < nm:
+                mpos[d] = mpos[i] - j
+                mt[d] = mt[i]
+                d += 1
+                i += 1
+            self._nm = d
         self._need = 5
 
     def _process(self):
