@@ -446,6 +446,19 @@ ident = st.builds(
 f32s = st.floats(width=32, allow_nan=False, allow_infinity=False)
 
 
+def _signed_zero(draw, v):
+    # a zero bound may come as -0.0 (f32 80000000), which must survive decode and encode too
+    return -0.0 if v == 0 and draw(st.booleans()) else v
+
+
+# f32 bit patterns a mutation writes over any 4 bytes: signed zeros, subnormals, integral and
+# non-integral values, the largest f32, infinities, NaNs, or any bits at all
+F32_PATTERNS = st.sampled_from(
+    [0x80000000, 0x00000000, 0x80000001, 0x00000001, 0x3F800000, 0xBF800000, 0x3F000000]
+    + [0x4B800001, 0x7F7FFFFF, 0x7F800000, 0xFF800000, 0x7FC00000, 0xFFC00001]
+) | st.integers(0, 2**32 - 1)
+
+
 @st.composite
 def params_st(draw):
     out = []
@@ -455,7 +468,7 @@ def params_st(draw):
         if name == "text" and i != text_at:
             continue
         if i == text_at:
-            lo = draw(st.integers(0, 240))
+            lo = _signed_zero(draw, draw(st.integers(0, 240)))
             out.append(
                 {
                     "name": "text",
@@ -469,9 +482,11 @@ def params_st(draw):
         kind = draw(st.sampled_from(["int", "float", "bool"]))
         if kind == "bool":
             lo, hi = draw(st.sampled_from([(0, 0), (0, 1), (1, 1)]))
+            lo, hi = _signed_zero(draw, lo), _signed_zero(draw, hi)
         elif kind == "int":
             lo = draw(st.integers(-(2**20), 2**20))
             hi = draw(st.integers(lo, 2**21))
+            lo, hi = _signed_zero(draw, lo), _signed_zero(draw, hi)
         else:
             a, b = draw(f32s), draw(f32s)
             lo, hi = min(a, b), max(a, b)
@@ -544,6 +559,10 @@ def test_any_bytes_decode_or_get_a_reason(payload, data):
         if b:
             i = data.draw(st.integers(0, len(b) - 1))
             b[i] = data.draw(st.integers(0, 255))
+    for _ in range(data.draw(st.integers(0, 2))):
+        if len(b) >= 4:  # an f32 field (or any 4 bytes) set to a telling pattern
+            i = data.draw(st.integers(0, len(b) - 4))
+            b[i : i + 4] = struct.pack(">I", data.draw(F32_PATTERNS))
     try:
         d = descriptor.decode_descriptor(bytes(b))
     except descriptor.DescriptorError as e:
