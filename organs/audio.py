@@ -6,20 +6,7 @@ from array import array
 import micropython
 from micropython import const
 
-try:
-    from time import ticks_add, ticks_diff, ticks_us
-except ImportError:  # CPython host
-    import time
-
-    def ticks_us():
-        return int(time.monotonic() * 1000000)
-
-    def ticks_add(a, d):
-        return a + d
-
-    def ticks_diff(a, b):
-        return a - b
-
+from organbus.ticks import ticks_add, ticks_diff, ticks_us
 
 try:
     import asyncio

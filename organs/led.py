@@ -1,7 +1,8 @@
 # LED organ (PROTOCOL.md section 9): led_on, led_off, led_blink on a Pin or a WS2812 given in.
 from micropython import const
 
-from organs.runtime import Organ, ticks_add, ticks_diff
+from organbus.ticks import ticks_add, ticks_diff
+from organs.runtime import Organ
 
 MODULE_ID = "LED_001"
 MODULE_TYPE = "led"

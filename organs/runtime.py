@@ -13,21 +13,7 @@ from organbus.command import (
     name_is,
 )
 from organbus.descriptor import DescriptorError, encode_descriptor, validate_descriptor
-
-try:
-    from time import ticks_add, ticks_diff, ticks_ms
-except ImportError:  # CPython host: ticks are plain ints
-    import time
-
-    def ticks_ms():
-        return int(time.monotonic() * 1000)
-
-    def ticks_add(a, d):
-        return a + d
-
-    def ticks_diff(a, b):
-        return a - b
-
+from organbus.ticks import ticks_add, ticks_diff, ticks_ms
 
 BOOT_WAIT_MS = const(1000)
 ANNOUNCE_MS = const(2000)

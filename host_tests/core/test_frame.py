@@ -1,7 +1,7 @@
 # Frame encoder and streaming Decoder: chunking, rejection and resume rules, the 50 ms idle rule, counters.
-import sys
 
 from organbus import frame
+from organbus import ticks
 from organbus.crc16 import crc16_pure
 
 UNIX_PORT = True
@@ -467,20 +467,42 @@ def test_counters_dict_and_attributes():
     assert c["junk"] == 1 and c["frames"] == 1 and c["bytes"] == 9, "counters %r" % c
 
 
-def test_ticks_wrap():
-    # on MicroPython ticks wrap: a 50 ms gap across the wrap still counts as quiet
-    s = Sink()
-    if sys.implementation.name == "micropython":
-        import time
+# ticks_add(0, -d) crosses the wrap of the interpreter running the test (2**30 on CPython through
+# organbus.ticks and on the C6, 2**62 on the 64-bit unix port); (1 << 30) - d is the board's wrap
+# given explicitly, which the unix port passes without wrapping.
+def _wrap_starts(d):
+    return sorted(set([ticks.ticks_add(0, -d), ticks.ticks_add((1 << 30) - 1, 1 - d)]))
 
-        start = time.ticks_add(0, -20)
-        later = time.ticks_add(start, 50)
-    else:
-        start = 10**9
-        later = start + 50
-    s.dec.feed(b"\xaa\x03\x10\x01\x2c" + HB, start)
-    s.dec.idle(later)
-    assert s.got == [(3, b"")], "idle across the tick wrap gave %r" % s.got
+
+def test_ticks_wrap():
+    # a 50 ms gap across the wrap still counts as quiet, and 49 ms does not
+    for start in _wrap_starts(20):
+        s = Sink()
+        s.dec.feed(b"\xaa\x03\x10\x01\x2c" + HB, start)
+        s.dec.idle(ticks.ticks_add(start, 49))
+        assert s.got == [], "start %d: 49 ms across the wrap is not quiet" % start
+        s.dec.idle(ticks.ticks_add(start, 50))
+        assert s.got == [(3, b"")], "start %d: idle across the tick wrap gave %r" % (start, s.got)
+
+
+def test_age_rule_across_the_tick_wrap():
+    # a chain of corrupt headers read at -30 ms, junk every 10 ms across the wrap: all of them go
+    # 90 ms after their read, and one read after the wrap keeps its own age
+    for start in _wrap_starts(30):
+        s = Sink()
+        s.dec.feed(b"\xaa\x03\x10\x01\xff" * 3 + HB, start)
+        s.dec.feed(b"\x00\xaa\x03\x10\x01\xff", ticks.ticks_add(start, 40))
+        s.dec.feed(RESP0, ticks.ticks_add(start, 50))
+        t = 50
+        while len(s.got) < 1 and t < 300:
+            t += 10
+            s.dec.feed(b"\x00", ticks.ticks_add(start, t))
+        assert s.got == [(3, b"")] and t == 90, "start %d: %r at %d ms" % (start, s.got, t)
+        while len(s.got) < 2 and t < 300:
+            t += 10
+            s.dec.feed(b"\x00", ticks.ticks_add(start, t))
+        assert s.got[1:] == [(17, b"\x00")] and t == 130, "start %d: %r at %d" % (start, s.got, t)
+        _check_counts(s.dec, "age across the wrap", abandoned=4, frames=2)
 
 
 def test_idle_abandons_every_stale_candidate():
