@@ -141,6 +141,13 @@ if sys.implementation.name == "micropython":
             w[D] = d
         age = w[AGE]
         t = ptr16(_TABLE)
+        t1 = ptr16(uint(t) + 512)
+        t2 = ptr16(uint(t) + 1024)
+        t3 = ptr16(uint(t) + 1536)
+        t4 = ptr16(uint(t) + 2048)
+        t5 = ptr16(uint(t) + 2560)
+        t6 = ptr16(uint(t) + 3072)
+        t7 = ptr16(uint(t) + 3584)
         while True:
             if drop:
                 # Drop mem[0:drop]; the next candidate starts at the next SOF in what remains.
@@ -192,11 +199,27 @@ if sys.implementation.name == "micropython":
                                 w[BADEOF] += 1
                                 drop = 1
                             else:
+                                # CRC of mem[1:e], slicing-by-8 (crc16.py has the tables),
+                                # then byte by byte
                                 crc = 0xFFFF
-                                p = 1
-                                while p < e:
-                                    crc = (crc >> 8) ^ t[(crc ^ mem[p]) & 0xFF]
-                                    p += 1
+                                q = uint(mem) + 1
+                                qe = uint(mem) + uint(e)
+                                while q + 8 <= qe:
+                                    p = ptr8(q)
+                                    crc = (
+                                        t[p[7]]
+                                        ^ t1[p[6]]
+                                        ^ t2[p[5]]
+                                        ^ t3[p[4]]
+                                        ^ t4[p[3]]
+                                        ^ t5[p[2]]
+                                        ^ t6[(crc >> 8) ^ p[1]]
+                                        ^ t7[(crc ^ p[0]) & 0xFF]
+                                    )
+                                    q += 8
+                                while q < qe:
+                                    crc = (crc >> 8) ^ t[(crc ^ ptr8(q)[0]) & 0xFF]
+                                    q += 1
                                 if crc != int((mem[e] << 8) | mem[e + 1]):
                                     w[CRC] += 1
                                     drop = 1
@@ -220,9 +243,29 @@ if sys.implementation.name == "micropython":
                     continue
             if mode == TAKE and i < n:
                 if fill == 0:
-                    j = i
-                    while j < n and data[j] != 0xAA:
-                        j += 1
+                    # The next SOF in data[i:n], four bytes a step.
+                    q = uint(data) + uint(i)
+                    qe = uint(data) + uint(n)
+                    while q + 4 <= qe:
+                        p = ptr8(q)
+                        if p[0] == 0xAA:
+                            break
+                        if p[1] == 0xAA:
+                            q += 1
+                            break
+                        if p[2] == 0xAA:
+                            q += 2
+                            break
+                        if p[3] == 0xAA:
+                            q += 3
+                            break
+                        q += 4
+                    else:
+                        while q < qe:
+                            if ptr8(q)[0] == 0xAA:
+                                break
+                            q += 1
+                    j = int(q - uint(data))
                     w[JUNK] += j - i
                     if j >= n:
                         i = n
@@ -238,11 +281,25 @@ if sys.implementation.name == "micropython":
                 k = need - fill
                 if k > n - i:
                     k = n - i
-                e = i + k
-                while i < e:
-                    mem[fill] = data[i]
-                    fill += 1
-                    i += 1
+                # Copy data[i:i+k] to mem[fill:], four bytes a step.
+                q = uint(data) + uint(i)
+                qe = q + uint(k)
+                r = uint(mem) + uint(fill)
+                while q + 4 <= qe:
+                    p = ptr8(q)
+                    o = ptr8(r)
+                    o[0] = p[0]
+                    o[1] = p[1]
+                    o[2] = p[2]
+                    o[3] = p[3]
+                    q += 4
+                    r += 4
+                while q < qe:
+                    ptr8(r)[0] = ptr8(q)[0]
+                    q += 1
+                    r += 1
+                fill += k
+                i += k
                 continue
             # No more input: the time rules. Old candidate: incomplete 90 ms after the read
             # that brought its SOF; it goes, and so does every candidate the rescan finds that
