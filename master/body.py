@@ -47,11 +47,14 @@ class Body:
         if isinstance(raw, (bytes, bytearray, memoryview, str)):
             try:
                 obj, dups = _plan.parse(raw)
+            except _plan.TooLarge as e:
+                return 413, None, [e.msg], []
             except _plan.ParseError as e:
-                return e.status, None, [e.msg], []
+                return 400, None, [e.msg], []
         else:
-            obj, dups = raw, []
-        p, problems, notes = _plan.check(obj, self.menu(), dups)
+            obj, dups = raw, ()
+        caps = self.registry.capabilities()
+        p, problems, notes = _plan.check(obj, caps, dups, self.max_steps)
         return (422 if problems else 200), p, problems, notes
 
     def submit(self, raw, on_accept=None, on_done=None):

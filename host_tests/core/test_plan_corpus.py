@@ -13,7 +13,7 @@ def test_negative_corpus_is_big_enough():
 
 def test_positive_plans_accepted_without_notes():
     for p in pc.POSITIVE:
-        out, problems, notes = plan.validate_plan(pc.text(p), pc.MENU)
+        out, problems, notes = plan.validate(pc.text(p), pc.CAPS)
         assert problems == [], "refused %r: %r" % (p, problems)
         assert notes == [] or p["response"], "unexpected notes %r" % notes
         assert len(out["steps"]) == len(p["steps"]), "steps lost: %r" % out
@@ -21,20 +21,20 @@ def test_positive_plans_accepted_without_notes():
 
 def test_positive_plans_as_objects():
     for p in pc.POSITIVE:
-        out, problems, notes = plan.validate_plan(p, pc.MENU)
+        out, problems, notes = plan.validate(p, pc.CAPS)
         assert problems == [], "refused object %r: %r" % (p, problems)
 
 
 def test_noted_plans_accepted_with_exact_notes():
     for raw, want in pc.NOTED:
-        out, problems, notes = plan.validate_plan(raw, pc.MENU)
+        out, problems, notes = plan.validate(raw, pc.CAPS)
         assert problems == [], "refused %s: %r" % (raw, problems)
         assert notes == want, "notes for %s:\n%r\nwanted\n%r" % (raw, notes, want)
 
 
 def test_negative_corpus_exact_problems():
     for name, raw, want, _ in pc.NEGATIVE:
-        out, problems, notes = plan.validate_plan(raw, pc.MENU)
+        out, problems, notes = plan.validate(raw, pc.CAPS)
         assert problems == want, "%s: got\n%r\nwanted\n%r" % (name, problems, want)
 
 
@@ -64,7 +64,7 @@ def test_status_codes():
 
 def test_text_clamped_at_character_boundary():
     p = pc.plan([pc.step("t1", "speak", {"text": "a" + "好" * 100})])
-    out, problems, notes = plan.validate_plan(pc.text(p), pc.MENU)
+    out, problems, notes = plan.validate(pc.text(p), pc.CAPS)
     t = out["steps"][0]["params"]["text"]
     b = t.encode()
     assert len(b) == 238, "clamped to %d bytes" % len(
@@ -77,28 +77,26 @@ def test_text_clamped_at_character_boundary():
 
 
 def test_module_prefix_stripped_in_plan():
-    out, problems, notes = plan.validate_plan(pc.NOTED[1][0], pc.MENU)
+    out, problems, notes = plan.validate(pc.NOTED[1][0], pc.CAPS)
     assert out["steps"][0]["action"] == "led_on", "action %r" % out["steps"][0]["action"]
 
 
 def test_numbers_forwarded_as_given():
-    out, problems, notes = plan.validate_plan(pc.NOTED[0][0], pc.MENU)
+    out, problems, notes = plan.validate(pc.NOTED[0][0], pc.CAPS)
     assert out["steps"][0]["params"] == {"count": 50, "period_ms": 10}, out["steps"][0]
 
 
 def test_empty_menu_lists_nothing():
-    from organbus.menu import build_menu
-
-    m = build_menu([])
-    out, problems, notes = plan.validate_plan(pc.text(pc.plan([pc.step("t1", "led_on")])), m)
+    m = []
+    out, problems, notes = plan.validate(pc.text(pc.plan([pc.step("t1", "led_on")])), m)
     assert problems == ['steps[0].action: "led_on" is not on the menu (menu: empty)'], problems
-    out, problems, notes = plan.validate_plan(pc.text(pc.plan([], response="hi")), m)
+    out, problems, notes = plan.validate(pc.text(pc.plan([], response="hi")), m)
     assert problems == [] and notes == [], "silence on an empty menu: %r %r" % (problems, notes)
 
 
 def test_object_input_with_non_finite_number():
     p = pc.plan([pc.step("t1", "led_blink", {"count": float("inf"), "period_ms": 200})])
-    out, problems, notes = plan.validate_plan(p, pc.MENU)
+    out, problems, notes = plan.validate(p, pc.CAPS)
     assert problems == ["steps[0].params.count: expected an int, got a non-finite number"], problems
 
 

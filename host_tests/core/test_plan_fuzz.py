@@ -1,11 +1,13 @@
 # Property tests of the plan reader and validator (CPython, hypothesis): never a crash, always a verdict.
 import json
 import math
+import re
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from organbus import plan
+from organbus import plan, utf8
+from organbus.utf8 import clip_text
 import plan_corpus as pc
 from master.scheduler import command_frame
 
@@ -27,7 +29,7 @@ values = st.recursive(
 
 
 def _verdict(raw):
-    out, problems, notes = plan.validate_plan(raw, pc.MENU)
+    out, problems, notes = plan.validate(raw, pc.CAPS)
     assert isinstance(problems, list) and all(isinstance(p, str) for p in problems), problems
     assert all(isinstance(n, str) for n in notes), notes
     if not problems:
@@ -77,9 +79,122 @@ def test_reader_agrees_with_json_module(v):
 
 @settings(max_examples=200, deadline=None)
 @given(st.text(max_size=300))
-def test_clamp_text_is_a_prefix_on_a_boundary(s):
-    t, n = plan.clamp_text(s)
-    assert n == len(s.encode())
+def test_clip_text_is_a_prefix_on_a_boundary(s):
+    t = clip_text(s, 240)
+    n = len(s.encode())
     assert s.startswith(t) and len(t.encode()) <= 240
     if n > 240:
         assert len(t.encode()) > 236, "clamped more than one character too far"
+
+
+# -- the classes of issue 17: invalid UTF-8 anywhere, numbers of any length, refusal words --
+
+good_bodies = st.sampled_from(
+    [pc.text(p).encode() for p in pc.POSITIVE] + [r.encode() for r, _ in pc.NOTED]
+)
+# ill-formed sequences: any lead byte, then continuation-looking or other bytes
+bad_seqs = st.one_of(
+    st.sampled_from(
+        [b"\xc0\xaf", b"\xe0\x80\xaf", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xff", b"\x80"]
+    ),
+    st.binary(min_size=1, max_size=4).filter(lambda b: b[0] >= 0x80),
+)
+
+
+def _decode_error_at(b):
+    # CPython's own strict decoder is the oracle: it refuses overlongs, surrogates, > U+10FFFF
+    try:
+        b.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return e.start
+    return -1
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.binary(max_size=64))
+def test_first_invalid_agrees_with_cpython(b):
+    at = _decode_error_at(b)
+    assert utf8.first_invalid(b) == at, (b, utf8.first_invalid(b), at)
+    assert utf8.valid_utf8(b) == (at < 0), b
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(max_size=200), st.integers(0, 200), bad_seqs)
+def test_first_invalid_in_text_behind_ascii_runs(t, i, seq):
+    b = t.encode()
+    i = min(i, len(b))
+    b = b[:i] + seq + b[i:]
+    assert utf8.first_invalid(b) == _decode_error_at(b), b
+
+
+@settings(max_examples=500, deadline=None)
+@given(good_bodies, st.integers(0, 10**6), bad_seqs)
+def test_invalid_utf8_anywhere_is_refused_at_its_offset(raw, i, seq):
+    i = i % (len(raw) + 1)
+    body = raw[:i] + seq + raw[i:]
+    at = _decode_error_at(body)
+    if at < 0:
+        return  # the bytes happened to complete a character of the plan
+    out, problems, notes = plan.validate(body, pc.CAPS)
+    assert out is None and len(problems) == 1, problems
+    assert re.match(
+        r"^body: not JSON: invalid UTF-8 bytes? [0-9a-f ]+ at offset %d$" % at, problems[0]
+    ), (
+        body,
+        problems,
+    )
+
+
+digits = st.text(alphabet="0123456789", min_size=1, max_size=5000)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.booleans(),
+    digits,
+    st.one_of(st.none(), digits),
+    st.one_of(st.none(), digits),
+    st.sampled_from(["heard_req", "count", "priority"]),
+)
+def test_numbers_of_any_length_get_a_verdict(neg, whole, frac, exp, field):
+    whole = whole.lstrip("0") or "0"
+    num = ("-" if neg else "") + whole
+    if frac is not None:
+        num += "." + frac
+    if exp is not None:
+        num += "e" + exp
+    if field == "heard_req":
+        body = pc.text(pc.plan([])).replace('"heard_req": 0', '"heard_req": ' + num)
+    else:
+        body = pc.text(pc.plan([pc.step("t1", "led_blink", {"count": 3, "period_ms": 200})]))
+        body = body.replace(
+            '"%s": %s' % (field, 3 if field == "count" else 5), '"%s": %s' % (field, num)
+        )
+    out, problems = _verdict(body)
+    if len(body.encode()) > plan.MAX_PLAN_BYTES:
+        assert problems == ["body: %d bytes, more than 4096" % len(body.encode())], problems
+    elif len(num) > 40:
+        at = body.index(num)
+        assert problems == [
+            "body: not JSON: number of %d characters, more than 40 at offset %d" % (len(num), at)
+        ], problems
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    good_bodies,
+    st.lists(
+        st.tuples(st.integers(0, 10**6), st.integers(0, 8), st.binary(max_size=6)),
+        min_size=1,
+        max_size=4,
+    ),
+)
+def test_byte_mutations_of_good_plans_get_a_verdict(raw, edits):
+    b = bytearray(raw)
+    for i, cut, ins in edits:
+        i = i % (len(b) + 1)
+        b[i : i + cut] = ins
+    out, problems = _verdict(bytes(b))
+    for p in problems:
+        if p.startswith("body: not JSON: "):
+            assert re.search(r" at offset \d+$", p), p  # every parse refusal says where

@@ -77,7 +77,12 @@ def test_param_types_and_bounds():
     s = m["plan_schema"]
     VALIDATOR.check_schema(s)
     branch = s["properties"]["steps"]["items"]["anyOf"][0]["properties"]["params"]
-    assert branch["properties"]["angle"] == {"type": "number", "minimum": -90.0, "maximum": 90.0}
+    assert branch["properties"]["angle"] == {
+        "type": "number",
+        "minimum": -90.0,
+        "maximum": 90.0,
+        "description": "unit: deg",
+    }
     assert branch["properties"]["fast"] == {"type": "boolean"}
     good = pc.plan([pc.step("t1", "arm_move", {"angle": 10, "fast": True})])
     assert VALIDATOR(s).is_valid(good)

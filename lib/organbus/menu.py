@@ -31,25 +31,42 @@ def menu_capability(cap, module_id):
     }
 
 
-def _param_schema(p):
+PARAM_TYPES = ("int", "float", "bool", "string")  # PROTOCOL.md section 4
+
+
+def param_schema(p):
+    """The JSON Schema of one descriptor param: the one mapping, for plan_schema and MCP tools.
+
+    int -> integer, float -> number (both with the declared bounds), bool -> boolean, string ->
+    string with the bounds as lengths; a non-empty unit becomes the description."""
     t = p["type"]
     if t == "string":
-        # bounds are UTF-8 bytes on the wire; JSON Schema counts characters (equal for ASCII)
-        return {"type": "string", "minLength": p["min"], "maxLength": p["max"]}
-    if t == "bool":
-        return {"type": "boolean"}
-    return {
-        "type": "integer" if t == "int" else "number",
-        "minimum": p["min"],
-        "maximum": p["max"],
-    }
+        # bounds are UTF-8 bytes on the wire; JSON Schema counts characters, and a character is
+        # at least one byte, so a string the schema allows may still be cut by the organ
+        s = {"type": "string", "minLength": p["min"], "maxLength": p["max"]}
+    elif t == "bool":
+        s = {"type": "boolean"}
+    elif t == "int" or t == "float":
+        s = {
+            "type": "integer" if t == "int" else "number",
+            "minimum": p["min"],
+            "maximum": p["max"],
+        }
+    else:
+        raise ValueError(
+            "param %s: type %r is not a protocol type (%s)"
+            % (p.get("name"), t, ", ".join(PARAM_TYPES))
+        )
+    if p.get("unit"):
+        s["description"] = "unit: " + p["unit"]
+    return s
 
 
 def _step_schema(cap):
     names = [p["name"] for p in cap["params"]]
     props = {}
     for p in cap["params"]:
-        props[p["name"]] = _param_schema(p)
+        props[p["name"]] = param_schema(p)
     return {
         "type": "object",
         "description": cap["description"],

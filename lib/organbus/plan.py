@@ -1,11 +1,17 @@
-# Plan validation (PROTOCOL.md section 8): a strict JSON reader and whole-plan checks against a menu.
+# Plan validation (PROTOCOL.md section 8): one strict parse, one check against the menu's capabilities.
 #
-# One module for CPython and MicroPython. The reader is our own so both interpreters refuse the same
-# bodies with the same words: duplicate keys, NaN/Infinity, lone surrogates, trailing data and
-# control characters are caught here, which neither json module does alike on both.
+# One module for CPython and MicroPython: raw bytes -> parse() -> check() -> the scheduler, for
+# every link. The core says *what* is wrong (a ParseError, or a list of problems each naming the
+# field); only an HTTP route chooses a status code. No JSON Schema is built here (menu.py does
+# that for GET /menu).
+from organbus import jsonread
+from organbus.jsonread import JsonError, Lone
+from organbus.jsonread import quote as _quote
+from organbus.utf8 import clip_text, first_invalid
 
-MAX_PLAN_BYTES = 8192  # a plan body larger than this is refused unread (status 413)
-MAX_DEPTH = 16  # a plan nests 4 deep; anything deeper than this is not a plan
+MAX_PLAN_BYTES = 4096  # the one size limit of a plan body, on every link (more: TooLarge)
+MAX_DEPTH = jsonread.MAX_DEPTH
+MAX_STEPS = 16  # the menu's max_steps unless a body says otherwise
 TEXT_CLAMP = 240  # bytes: the master clamps `text` to this at a character boundary
 TASK_ID_MAX = 15  # bytes
 F32_MAX = 3.4028234663852886e38  # numbers travel as IEEE-754 binary32
@@ -14,295 +20,74 @@ _INF = float("inf")
 TOP_KEYS = ("heard_req", "steps", "can_execute", "missing", "response")
 STEP_KEYS = ("task_id", "action", "params", "priority", "depends_on")
 SPEAKING = ("speak", "announce")  # abilities that say a text out loud
+ONE_STEP_PRIORITY = 5
 
-_WS = b" \t\n\r"
-_HEX = b"0123456789abcdefABCDEF"
-# escape byte -> replacement bytes
-_ESC = {
-    0x22: b'"',
-    0x5C: b"\\",
-    0x2F: b"/",
-    0x62: b"\b",
-    0x66: b"\f",
-    0x6E: b"\n",
-    0x72: b"\r",
-    0x74: b"\t",
-}
 _MODULE_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_"
 
 
 class ParseError(ValueError):
-    """The body is not one JSON text; `status` is the HTTP answer (400, or 413 when too large)."""
+    """The body is not one JSON text; `msg` names the cause and, inside the text, the offset."""
 
-    def __init__(self, msg, status=400):
+    def __init__(self, msg):
         super().__init__(msg)
         self.msg = msg
-        self.status = status
 
 
-class Lone:
-    """A JSON string that held a lone UTF-16 surrogate escape: not text, kept to name the field."""
-
-    def __init__(self, esc):
-        self.esc = esc
-
-
-class _Reader:
-    # Recursive descent over the body's bytes (O(1) indexing on both interpreters; strings are
-    # cut out with find() and decoded at the end); `path` names where duplicate keys sit.
-    def __init__(self, b):
-        self.s = b
-        self.i = 0
-        self.dups = []
-
-    def fail(self, what):
-        if self.i >= len(self.s):
-            raise ParseError("body: not JSON: unexpected end at offset %d" % self.i)
-        raise ParseError("body: not JSON: %s at offset %d" % (what, self.i))
-
-    def ws(self):
-        s = self.s
-        n = len(s)
-        i = self.i
-        while i < n and s[i] in _WS:
-            i += 1
-        self.i = i
-
-    def value(self, path, depth):
-        if depth > MAX_DEPTH:
-            self.fail("nested deeper than %d levels" % MAX_DEPTH)
-        self.ws()
-        if self.i >= len(self.s):
-            self.fail("")
-        c = self.s[self.i]
-        if c == 0x7B:  # {
-            return self.obj(path, depth + 1)
-        if c == 0x5B:  # [
-            return self.arr(path, depth + 1)
-        if c == 0x22:  # "
-            return self.string()
-        if c == 0x2D or 0x30 <= c <= 0x39:
-            return self.number()
-        for word, v in ((b"true", True), (b"false", False), (b"null", None)):
-            if self.s.startswith(word, self.i):
-                self.i += len(word)
-                return v
-        self.fail("unexpected character %s" % _quote(self._char()))
-
-    def _char(self):
-        # the character at i, for messages (the body is valid UTF-8)
-        s = self.s
-        j = self.i + 1
-        while j < len(s) and (s[j] & 0xC0) == 0x80:
-            j += 1
-        return str(s[self.i : j], "utf-8")
-
-    def obj(self, path, depth):
-        self.i += 1
-        out = {}
-        self.ws()
-        if self.s.startswith(b"}", self.i):
-            self.i += 1
-            return out
-        while True:
-            self.ws()
-            if not self.s.startswith(b'"', self.i):
-                self.fail("expected a key string")
-            k = self.string()
-            if isinstance(k, Lone):
-                k = "\\u" + k.esc
-            self.ws()
-            if not self.s.startswith(b":", self.i):
-                self.fail("expected ':'")
-            self.i += 1
-            sub = k if not path else path + "." + k
-            v = self.value(sub, depth)
-            if k in out:
-                self.dups.append("%s: duplicate key %s" % (path or "plan", _quote(k)))
-            out[k] = v
-            self.ws()
-            if self.s.startswith(b",", self.i):
-                self.i += 1
-                continue
-            if self.s.startswith(b"}", self.i):
-                self.i += 1
-                return out
-            self.fail("expected ',' or '}'")
-
-    def arr(self, path, depth):
-        self.i += 1
-        out = []
-        self.ws()
-        if self.s.startswith(b"]", self.i):
-            self.i += 1
-            return out
-        while True:
-            out.append(self.value("%s[%d]" % (path, len(out)), depth))
-            self.ws()
-            if self.s.startswith(b",", self.i):
-                self.i += 1
-                continue
-            if self.s.startswith(b"]", self.i):
-                self.i += 1
-                return out
-            self.fail("expected ',' or ']'")
-
-    def hex4(self):
-        h = self.s[self.i : self.i + 4]
-        if len(h) < 4:
-            self.i = len(self.s)
-            self.fail("")
-        for c in h:
-            if c not in _HEX:
-                self.fail("bad \\u escape")
-        self.i += 4
-        h = str(h, "ascii")
-        return int(h, 16), h
-
-    def _plain(self, parts, a, b):
-        # raw bytes a..b of a string: no control characters allowed
-        if a < b:
-            seg = self.s[a:b]
-            if min(seg) < 0x20:
-                k = a
-                while self.s[k] >= 0x20:
-                    k += 1
-                self.i = k
-                self.fail("control character in a string")
-            parts.append(seg)
-
-    def string(self):
-        s = self.s
-        n = len(s)
-        i = self.i + 1
-        parts = []
-        lone = None
-        while True:
-            j = s.find(b'"', i)
-            if j < 0:
-                self._plain(parts, i, n)
-                self.i = n
-                self.fail("")
-            k = s.find(b"\\", i, j)
-            if k < 0:
-                self._plain(parts, i, j)
-                self.i = j + 1
-                break
-            self._plain(parts, i, k)
-            self.i = k + 1
-            if self.i >= n:
-                self.fail("")
-            e = s[self.i]
-            if e in _ESC:
-                parts.append(_ESC[e])
-                self.i += 1
-            elif e == 0x75:  # u
-                self.i += 1
-                cp, h = self.hex4()
-                if 0xD800 <= cp < 0xDC00 and s.startswith(b"\\u", self.i):
-                    save = self.i
-                    self.i += 2
-                    lo, h2 = self.hex4()
-                    if 0xDC00 <= lo < 0xE000:
-                        cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00)
-                    else:
-                        self.i = save
-                if 0xD800 <= cp < 0xE000:
-                    lone = lone or h.lower()
-                else:
-                    parts.append(chr(cp).encode())
-            else:
-                self.fail("bad escape \\%s" % self._char())
-            i = self.i
-        if lone:
-            return Lone(lone)
-        return str(b"".join(parts), "utf-8")
-
-    def number(self):
-        s = self.s
-        n = len(s)
-        i = start = self.i
-        if s[i] == 0x2D:
-            i += 1
-        if i < n and s[i] == 0x30:
-            i += 1
-        elif i < n and 0x31 <= s[i] <= 0x39:
-            while i < n and 0x30 <= s[i] <= 0x39:
-                i += 1
-        else:
-            self.i = i
-            self.fail("bad number")
-        frac = False
-        if i < n and s[i] == 0x2E:  # .
-            i += 1
-            j = i
-            while i < n and 0x30 <= s[i] <= 0x39:
-                i += 1
-            if i == j:
-                self.i = i
-                self.fail("bad number")
-            frac = True
-        if i < n and (s[i] == 0x65 or s[i] == 0x45):  # e E
-            i += 1
-            if i < n and (s[i] == 0x2B or s[i] == 0x2D):
-                i += 1
-            j = i
-            while i < n and 0x30 <= s[i] <= 0x39:
-                i += 1
-            if i == j:
-                self.i = i
-                self.fail("bad number")
-            frac = True
-        self.i = i
-        text = s[start:i]
-        if not frac:
-            return int(text)
-        x = float(text)
-        if x - x != 0:  # inf (NaN cannot be spelled in JSON)
-            self.i = start
-            self.fail("number out of range")
-        return x
-
-
-def _quote(s):
-    # A short JSON-style quote for problem texts (identical on both interpreters).
-    out = ['"']
-    for c in s[:40]:
-        if c == '"' or c == "\\":
-            out.append("\\" + c)
-        elif c < " ":
-            out.append("\\u%04x" % ord(c))
-        else:
-            out.append(c)
-    if len(s) > 40:
-        out.append("...")
-    out.append('"')
-    return "".join(out)
+class TooLarge(ParseError):
+    """The body is over MAX_PLAN_BYTES; refused unread (an HTTP route answers 413)."""
 
 
 def parse(raw):
-    """One JSON text (bytes or str) -> (value, duplicate-key problems); raises ParseError."""
+    """One plan body (bytes-like or str) -> (value, dups); raises ParseError (TooLarge).
+
+    `dups` is jsonread's list of duplicate keys as (path, key); check() turns them into problems."""
     if isinstance(raw, str):
-        raw = raw.encode()
-    elif isinstance(raw, (bytes, bytearray, memoryview)):
-        raw = bytes(raw)
-    else:
-        raise ParseError("body: expected bytes or str")
+        try:
+            raw = raw.encode()
+        except UnicodeError:  # CPython: a lone surrogate; jsonread names it by its bytes
+            raw = raw.encode("utf-8", "surrogatepass")
+    elif not isinstance(raw, (bytes, bytearray, memoryview)):
+        raise TypeError("plan.parse: expected bytes or str, got %s" % type(raw).__name__)
     if len(raw) > MAX_PLAN_BYTES:
-        raise ParseError("body: %d bytes, more than %d" % (len(raw), MAX_PLAN_BYTES), 413)
+        raise TooLarge("body: %d bytes, more than %d" % (len(raw), MAX_PLAN_BYTES))
     try:
-        str(raw, "utf-8")
-    except Exception:
-        raise ParseError("body: not UTF-8 text")
-    r = _Reader(raw)
-    r.ws()
-    if r.i >= len(raw):
-        raise ParseError("body: not JSON: empty")
-    v = r.value("", 0)
-    r.ws()
-    if r.i < len(raw):
-        r.fail("trailing data")
-    return v, r.dups
+        return jsonread.read(raw, MAX_DEPTH)
+    except JsonError as e:
+        raise ParseError("body: not JSON: " + e.msg)
+
+
+def one_step(action, params, task_id="t1", response=""):
+    """The plan of one step (PROTOCOL.md section 8): how a link runs a single ability that a
+    person or a tool named (console direct steps, MCP tools/call, Body Protocol /speak)."""
+    step = {
+        "task_id": task_id,
+        "action": action,
+        "params": {} if params is None else params,
+        "priority": ONE_STEP_PRIORITY,
+        "depends_on": [],
+    }
+    return {
+        "heard_req": 0,
+        "steps": [step],
+        "can_execute": True,
+        "missing": [],
+        "response": response,
+    }
+
+
+def _text_ok(s):
+    # A str is text when it encodes to valid UTF-8: CPython refuses lone surrogates in encode();
+    # a MicroPython str made by str() or json.loads may hold any bytes.
+    try:
+        b = s.encode()
+    except UnicodeError:
+        return False
+    return first_invalid(b) < 0
+
+
+def _is_str(v):
+    # a str the validator may take, quote back and send: UTF-8 text
+    return isinstance(v, str) and _text_ok(v)
 
 
 def _kind(v):
@@ -319,7 +104,7 @@ def _kind(v):
     if isinstance(v, Lone):
         return "a string with a lone surrogate \\u" + v.esc
     if isinstance(v, str):
-        return "a string"
+        return "a string" if _text_ok(v) else "a string that is not UTF-8 text"
     if isinstance(v, list):
         return "an array"
     if isinstance(v, dict):
@@ -338,24 +123,13 @@ def _is_int(v):
 
 def _num(x):
     if isinstance(x, int) and (x > 10**15 or x < -(10**15)):
-        return "%g" % float(x) if -1e300 < x < 1e300 else "a %d-digit number" % len(str(abs(x)))
+        # no str() of a huge int: CPython refuses past 4,300 digits (only a built plan has one)
+        return "%g" % float(x) if -1e300 < x < 1e300 else "an int beyond 1e300"
     if isinstance(x, float):
         if x == int(x) and abs(x) < 1e15:
             return str(int(x))
         return "%g" % x
     return str(x)
-
-
-def clamp_text(s, limit=TEXT_CLAMP):
-    """(text, original byte length): `s` cut to `limit` UTF-8 bytes at a character boundary."""
-    b = s.encode()
-    n = len(b)
-    if n <= limit:
-        return s, n
-    k = limit
-    while k > 0 and (b[k] & 0xC0) == 0x80:
-        k -= 1
-    return str(b[:k], "utf-8"), n
 
 
 def _type_name(t):
@@ -366,11 +140,12 @@ def _check_param(where, p, v, problems, notes):
     # Returns the value to forward (text clamped), or None after a problem.
     t = p["type"]
     if t == "string":
-        if not isinstance(v, str):
+        if not _is_str(v):
             problems.append("%s: expected a string, got %s" % (where, _kind(v)))
             return None
-        v2, n = clamp_text(v)
+        n = _utf8_len(v)
         if n > TEXT_CLAMP:
+            v = clip_text(v, TEXT_CLAMP)
             notes.append(
                 "%s: %d bytes, clamped to %d at a character boundary" % (where, n, TEXT_CLAMP)
             )
@@ -379,7 +154,7 @@ def _check_param(where, p, v, problems, notes):
                 "%s: %d bytes is outside %s..%s bytes; forwarded as given (the organ enforces it)"
                 % (where, n, _num(p["min"]), _num(p["max"]))
             )
-        return v2
+        return v
     if t == "bool":
         if v is not True and v is not False:
             problems.append("%s: expected true or false, got %s" % (where, _kind(v)))
@@ -410,10 +185,29 @@ def _check_param(where, p, v, problems, notes):
     return v
 
 
+def _unknown(where, obj, known, problems):
+    # The keys of obj not in `known`, sorted, for naming; a key that is not a str, or not UTF-8
+    # text, is a problem of its own and never quoted back (the reader only makes text keys).
+    out = []
+    for k in obj:
+        if k in known:
+            continue
+        if not isinstance(k, str):
+            problems.append("%s: a key that is %s, not a string" % (where, _kind(k)))
+        elif not _text_ok(k):
+            problems.append("%s: a key that is not UTF-8 text" % where)
+        else:
+            out.append(k)
+    out.sort()
+    return out
+
+
 def _unknown_keys(where, obj, allowed, problems):
-    for k in sorted(obj):
-        if k not in allowed:
-            problems.append("%s%s: unknown key (allowed: %s)" % (where, k, ", ".join(allowed)))
+    for k in _unknown(where or "plan", obj, allowed, problems):
+        problems.append(
+            "%s%s: unknown key (allowed: %s)"
+            % (where + "." if where else "", k, ", ".join(allowed))
+        )
 
 
 def _utf8_len(s):
@@ -427,13 +221,13 @@ def _check_step(i, st, caps, names, problems, notes):
     if not isinstance(st, dict):
         problems.append("%s: expected an object, got %s" % (w, _kind(st)))
         return out
-    _unknown_keys(w + ".", st, STEP_KEYS, problems)
+    _unknown_keys(w, st, STEP_KEYS, problems)
     for k in STEP_KEYS:
         if k not in st:
             problems.append("%s.%s: missing" % (w, k))
     tid = st.get("task_id")
     if "task_id" in st:
-        if not isinstance(tid, str):
+        if not _is_str(tid):
             problems.append("%s.task_id: expected a string, got %s" % (w, _kind(tid)))
         elif not tid:
             problems.append("%s.task_id: empty" % w)
@@ -444,7 +238,7 @@ def _check_step(i, st, caps, names, problems, notes):
     cap = None
     act = st.get("action")
     if "action" in st:
-        if not isinstance(act, str):
+        if not _is_str(act):
             problems.append("%s.action: expected a string, got %s" % (w, _kind(act)))
         else:
             cap = caps.get(act)
@@ -470,17 +264,16 @@ def _check_step(i, st, caps, names, problems, notes):
         elif cap is not None:
             declared = cap["params"]
             dnames = [p["name"] for p in declared]
-            for k in sorted(ps):
-                if k not in dnames:
-                    if dnames:
-                        problems.append(
-                            "%s.params.%s: not a param of %s (params: %s)"
-                            % (w, k, cap["name"], ", ".join(dnames))
-                        )
-                    else:
-                        problems.append(
-                            "%s.params.%s: not a param of %s (it takes none)" % (w, k, cap["name"])
-                        )
+            for k in _unknown(w + ".params", ps, dnames, problems):
+                if dnames:
+                    problems.append(
+                        "%s.params.%s: not a param of %s (params: %s)"
+                        % (w, k, cap["name"], ", ".join(dnames))
+                    )
+                else:
+                    problems.append(
+                        "%s.params.%s: not a param of %s (it takes none)" % (w, k, cap["name"])
+                    )
             for p in declared:
                 where = "%s.params.%s" % (w, p["name"])
                 if p["name"] not in ps:
@@ -503,7 +296,7 @@ def _check_step(i, st, caps, names, problems, notes):
             problems.append("%s.depends_on: expected an array, got %s" % (w, _kind(d)))
         else:
             for j, x in enumerate(d):
-                if not isinstance(x, str):
+                if not _is_str(x):
                     problems.append(
                         "%s.depends_on[%d]: expected a string, got %s" % (w, j, _kind(x))
                     )
@@ -571,30 +364,37 @@ def _check_deps(steps, problems):
                 path.pop()
 
 
-def validate_plan(raw_or_obj, menu):
-    """(plan, problems, notes). `plan` is the normalised plan (actions stripped, text clamped),
-    or the parsed value when there are problems, or None when the body is not JSON (then
-    problems has one entry starting `body:`). Empty `problems` means accepted."""
+def validate(raw_or_obj, caps, max_steps=MAX_STEPS):
+    """parse() then check() for a raw body (bytes-like or str), or check() for a built plan.
+
+    (plan, problems, notes); a body that does not parse gives (None, [its ParseError msg], [])."""
     if isinstance(raw_or_obj, (bytes, bytearray, memoryview, str)):
         try:
-            obj, problems = parse(raw_or_obj)
+            obj, dups = parse(raw_or_obj)
         except ParseError as e:
             return None, [e.msg], []
     else:
-        obj, problems = raw_or_obj, []
-    return check(obj, menu, problems)
+        obj, dups = raw_or_obj, ()
+    return check(obj, caps, dups, max_steps)
 
 
-def check(obj, menu, problems=None):
-    """validate_plan on an already parsed value; `problems` may hold parse findings (dup keys)."""
-    problems = [] if problems is None else list(problems)
+def check(obj, caps, dups=(), max_steps=MAX_STEPS):
+    """(plan, problems, notes) of a parsed plan against the menu capabilities `caps` (a list of
+    menu_capability dicts). `dups` are parse()'s duplicate keys. Empty `problems` means accepted,
+    and `plan` is then the normalised plan (module ids stripped, text clamped); otherwise `plan`
+    is `obj` as given."""
+    problems = []
+    for path, k in dups:
+        problems.append("%s: duplicate key %s" % (path or "plan", _quote(k)))
     notes = []
-    caps = {}
+    if isinstance(caps, dict):
+        raise TypeError("plan.check: caps is the menu's capability list, not the menu")
+    by_name = {}
     names = []
-    for c in menu["capabilities"]:
-        caps[c["name"]] = c
+    for c in caps:
+        by_name[c["name"]] = c
         names.append(c["name"])
-    max_steps = menu.get("max_steps", 16)
+    caps = by_name
     if not isinstance(obj, dict):
         problems.append("plan: expected an object, got %s" % _kind(obj))
         return obj, problems, notes
@@ -630,7 +430,7 @@ def check(obj, menu, problems=None):
             problems.append("missing: expected an array, got %s" % _kind(miss))
         else:
             for j, x in enumerate(miss):
-                if not isinstance(x, str):
+                if not _is_str(x):
                     problems.append("missing[%d]: expected a string, got %s" % (j, _kind(x)))
                 else:
                     out["missing"].append(x)
@@ -638,7 +438,7 @@ def check(obj, menu, problems=None):
                 problems.append("missing: empty while can_execute is false (name what is missing)")
     resp = obj.get("response")
     if "response" in obj:
-        if not isinstance(resp, str):
+        if not _is_str(resp):
             problems.append("response: expected a string, got %s" % _kind(resp))
         else:
             out["response"] = resp

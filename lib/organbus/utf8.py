@@ -1,4 +1,5 @@
 # Strict UTF-8 checks that behave the same on CPython and MicroPython (no overlongs, surrogates or > U+10FFFF).
+import sys
 
 
 def _seq_len(buf, i, end):
@@ -36,6 +37,57 @@ def valid_utf8(buf, start=0, end=-1):
             return False
         i += n
     return True
+
+
+if sys.implementation.name == "micropython":
+    import micropython
+
+    @micropython.viper
+    def _ascii_end(buf: ptr8, i: int, end: int) -> int:
+        # the first offset >= i of a byte >= 0x80 in buf[:end], or end
+        while i < end:
+            if buf[i] >= 0x80:
+                return i
+            i += 1
+        return end
+
+else:
+
+    def _ascii_end(buf, i, end):
+        while i < end:
+            if buf[i] >= 0x80:
+                return i
+            i += 1
+        return end
+
+
+def first_invalid(buf, start=0, end=-1):
+    """Offset of the first byte of buf[start:end] that does not begin a valid UTF-8 sequence, or
+    -1 when it is all valid (the same rules as valid_utf8). Runs of ASCII are passed by a viper
+    scan on MicroPython; no allocation."""
+    if end < 0:
+        end = len(buf)
+    i = start
+    while True:
+        i = _ascii_end(buf, i, end)
+        if i >= end:
+            return -1
+        n = _seq_len(buf, i, end)
+        if not n:
+            return i
+        i += n
+
+
+def sequence_length(lead):
+    """How many bytes a sequence that starts with byte `lead` claims (1 for a byte that cannot
+    start one): the bytes a message about an invalid sequence names."""
+    if 0xC2 <= lead <= 0xDF:
+        return 2
+    if 0xE0 <= lead <= 0xEF:
+        return 3
+    if 0xF0 <= lead <= 0xF4:
+        return 4
+    return 1
 
 
 def truncate_utf8(buf, n, limit):

@@ -1,0 +1,342 @@
+# The strict JSON reader (RFC 8259) of plan bodies: the same values and the same refusal words on every interpreter.
+#
+# Our own so CPython and MicroPython refuse the same bodies with the same words: invalid UTF-8
+# (MicroPython's str() takes overlongs, encoded surrogates and code points above U+10FFFF),
+# NaN/Infinity, numbers longer than anything the protocol carries (checked by length before any
+# conversion, so CPython's int-string limit is never reached), trailing data, control characters
+# and too deep nesting are refused with their cause and byte offset; duplicate keys are reported.
+import sys
+
+from organbus.utf8 import first_invalid, sequence_length
+
+MAX_DEPTH = 16  # a plan nests 4 deep; anything deeper than this is not a plan
+# A number token longer than this is refused unread: the longest integer below the f32 maximum
+# (3.4e38) written out, with its sign, is 40 characters; f32 carries 9 significant digits.
+MAX_NUMBER_LEN = 40
+
+_WS = b" \t\n\r"
+_HEX = b"0123456789abcdefABCDEF"
+# escape byte -> replacement bytes
+_ESC = {
+    0x22: b'"',
+    0x5C: b"\\",
+    0x2F: b"/",
+    0x62: b"\b",
+    0x66: b"\f",
+    0x6E: b"\n",
+    0x72: b"\r",
+    0x74: b"\t",
+}
+
+
+if sys.implementation.name == "micropython":
+    import micropython
+
+    @micropython.viper
+    def _control_at(buf: ptr8, i: int, end: int) -> int:
+        # the first offset >= i of a byte < 0x20 in buf[:end], or end
+        while i < end:
+            if buf[i] < 0x20:
+                return i
+            i += 1
+        return end
+
+else:
+
+    def _control_at(buf, i, end):
+        if i < end and min(buf[i:end]) >= 0x20:
+            return end
+        while i < end and buf[i] >= 0x20:
+            i += 1
+        return i
+
+
+class JsonError(ValueError):
+    """Not one JSON text: `cause` says what, `offset` the byte where; `msg` says both."""
+
+    def __init__(self, cause, offset):
+        self.cause = cause
+        self.offset = offset
+        self.msg = "%s at offset %d" % (cause, offset)
+        super().__init__(self.msg)
+
+
+class Lone:
+    """A JSON string that held a lone UTF-16 surrogate escape: not text, kept to name the field."""
+
+    def __init__(self, esc):
+        self.esc = esc
+
+
+def quote(s):
+    """A short JSON-style quote of a str for messages (identical on both interpreters)."""
+    out = ['"']
+    for c in s[:40]:
+        if c == '"' or c == "\\":
+            out.append("\\" + c)
+        elif c < " ":
+            out.append("\\u%04x" % ord(c))
+        else:
+            out.append(c)
+    if len(s) > 40:
+        out.append("...")
+    out.append('"')
+    return "".join(out)
+
+
+def read(raw, max_depth=MAX_DEPTH, max_number=MAX_NUMBER_LEN):
+    """One JSON text (bytes-like or str) -> (value, dups); raises JsonError.
+
+    `dups` lists every duplicate key as (path, key): `path` names the object that holds it
+    ("" for the top, else like `steps[0].params`); the last value of a repeated key is kept."""
+    if isinstance(raw, str):
+        try:
+            raw = raw.encode()
+        except UnicodeError:  # CPython: a str holding a lone surrogate; named like its bytes
+            raw = raw.encode("utf-8", "surrogatepass")
+    elif isinstance(raw, (bytes, bytearray, memoryview)):
+        raw = bytes(raw)
+    else:
+        raise TypeError("jsonread.read: expected bytes or str, got %s" % type(raw).__name__)
+    bad = first_invalid(raw)
+    if bad >= 0:
+        seq = raw[bad : bad + sequence_length(raw[bad])]
+        raise JsonError(
+            "invalid UTF-8 %s %s" % ("byte" if len(seq) == 1 else "bytes", _hex(seq)), bad
+        )
+    r = _Reader(raw, max_depth, max_number)
+    r.ws()
+    if r.i >= len(raw):
+        raise JsonError("empty", r.i)
+    v = r.value("", 0)
+    r.ws()
+    if r.i < len(raw):
+        r.fail("trailing data")
+    return v, r.dups
+
+
+def _hex(b):
+    return " ".join("%02x" % c for c in b)
+
+
+class _Reader:
+    # Recursive descent over the body's bytes (O(1) indexing on both interpreters; strings are
+    # cut out with find() and decoded at the end); `path` names where duplicate keys sit. The
+    # body is valid UTF-8 by the time it runs.
+    def __init__(self, b, max_depth, max_number):
+        self.s = b
+        self.i = 0
+        self.dups = []
+        self.max_depth = max_depth
+        self.max_number = max_number
+
+    def fail(self, what):
+        if self.i >= len(self.s):
+            raise JsonError("unexpected end", self.i)
+        raise JsonError(what, self.i)
+
+    def ws(self):
+        s = self.s
+        n = len(s)
+        i = self.i
+        while i < n and s[i] in _WS:
+            i += 1
+        self.i = i
+
+    def value(self, path, depth):
+        if depth > self.max_depth:
+            self.fail("nested deeper than %d levels" % self.max_depth)
+        self.ws()
+        if self.i >= len(self.s):
+            self.fail("")
+        c = self.s[self.i]
+        if c == 0x7B:  # {
+            return self.obj(path, depth + 1)
+        if c == 0x5B:  # [
+            return self.arr(path, depth + 1)
+        if c == 0x22:  # "
+            return self.string()
+        if c == 0x2D or 0x30 <= c <= 0x39:
+            return self.number()
+        for word, v in ((b"true", True), (b"false", False), (b"null", None)):
+            if self.s.startswith(word, self.i):
+                self.i += len(word)
+                return v
+        self.fail("unexpected character %s" % quote(self._char()))
+
+    def _char(self):
+        # the character at i, for messages
+        s = self.s
+        j = self.i + 1
+        while j < len(s) and (s[j] & 0xC0) == 0x80:
+            j += 1
+        return str(s[self.i : j], "utf-8")
+
+    def obj(self, path, depth):
+        self.i += 1
+        out = {}
+        self.ws()
+        if self.s.startswith(b"}", self.i):
+            self.i += 1
+            return out
+        while True:
+            self.ws()
+            if not self.s.startswith(b'"', self.i):
+                self.fail("expected a key string")
+            k = self.string()
+            if isinstance(k, Lone):
+                k = "\\u" + k.esc
+            self.ws()
+            if not self.s.startswith(b":", self.i):
+                self.fail("expected ':'")
+            self.i += 1
+            sub = k if not path else path + "." + k
+            v = self.value(sub, depth)
+            if k in out:
+                self.dups.append((path, k))
+            out[k] = v
+            self.ws()
+            if self.s.startswith(b",", self.i):
+                self.i += 1
+                continue
+            if self.s.startswith(b"}", self.i):
+                self.i += 1
+                return out
+            self.fail("expected ',' or '}'")
+
+    def arr(self, path, depth):
+        self.i += 1
+        out = []
+        self.ws()
+        if self.s.startswith(b"]", self.i):
+            self.i += 1
+            return out
+        while True:
+            out.append(self.value("%s[%d]" % (path, len(out)), depth))
+            self.ws()
+            if self.s.startswith(b",", self.i):
+                self.i += 1
+                continue
+            if self.s.startswith(b"]", self.i):
+                self.i += 1
+                return out
+            self.fail("expected ',' or ']'")
+
+    def hex4(self):
+        h = self.s[self.i : self.i + 4]
+        if len(h) < 4:
+            self.i = len(self.s)
+            self.fail("")
+        for c in h:
+            if c not in _HEX:
+                self.fail("bad \\u escape")
+        self.i += 4
+        h = str(h, "ascii")
+        return int(h, 16), h
+
+    def _plain(self, parts, a, b):
+        # raw bytes a..b of a string: no control characters allowed
+        if a < b:
+            k = _control_at(self.s, a, b)
+            if k < b:
+                self.i = k
+                self.fail("control character in a string")
+            parts.append(self.s[a:b])
+
+    def string(self):
+        s = self.s
+        n = len(s)
+        i = self.i + 1
+        parts = []
+        lone = None
+        while True:
+            j = s.find(b'"', i)
+            if j < 0:
+                self._plain(parts, i, n)
+                self.i = n
+                self.fail("")
+            k = s.find(b"\\", i, j)
+            if k < 0:
+                self._plain(parts, i, j)
+                self.i = j + 1
+                if len(parts) == 1 and not lone:
+                    return str(parts[0], "utf-8")  # no escapes: no join
+                break
+            self._plain(parts, i, k)
+            self.i = k + 1
+            if self.i >= n:
+                self.fail("")
+            e = s[self.i]
+            if e in _ESC:
+                parts.append(_ESC[e])
+                self.i += 1
+            elif e == 0x75:  # u
+                self.i += 1
+                cp, h = self.hex4()
+                if 0xD800 <= cp < 0xDC00 and s.startswith(b"\\u", self.i):
+                    save = self.i
+                    self.i += 2
+                    lo, h2 = self.hex4()
+                    if 0xDC00 <= lo < 0xE000:
+                        cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00)
+                    else:
+                        self.i = save
+                if 0xD800 <= cp < 0xE000:
+                    lone = lone or h.lower()
+                else:
+                    parts.append(chr(cp).encode())
+            else:
+                self.fail("bad escape \\%s" % self._char())
+            i = self.i
+        if lone:
+            return Lone(lone)
+        return str(b"".join(parts), "utf-8")
+
+    def number(self):
+        # The token is scanned by the grammar, then refused by length before any conversion.
+        s = self.s
+        n = len(s)
+        i = start = self.i
+        if s[i] == 0x2D:
+            i += 1
+        if i < n and s[i] == 0x30:
+            i += 1
+        elif i < n and 0x31 <= s[i] <= 0x39:
+            while i < n and 0x30 <= s[i] <= 0x39:
+                i += 1
+        else:
+            self.i = i
+            self.fail("bad number")
+        frac = False
+        if i < n and s[i] == 0x2E:  # .
+            i += 1
+            j = i
+            while i < n and 0x30 <= s[i] <= 0x39:
+                i += 1
+            if i == j:
+                self.i = i
+                self.fail("bad number")
+            frac = True
+        if i < n and (s[i] == 0x65 or s[i] == 0x45):  # e E
+            i += 1
+            if i < n and (s[i] == 0x2B or s[i] == 0x2D):
+                i += 1
+            j = i
+            while i < n and 0x30 <= s[i] <= 0x39:
+                i += 1
+            if i == j:
+                self.i = i
+                self.fail("bad number")
+            frac = True
+        if i - start > self.max_number:
+            self.i = start
+            self.fail("number of %d characters, more than %d" % (i - start, self.max_number))
+        self.i = i
+        text = s[start:i]
+        if not frac:
+            return int(text)
+        x = float(text)
+        if x - x != 0:  # inf (NaN cannot be spelled in JSON)
+            self.i = start
+            self.fail("number out of range")
+        return x
