@@ -600,3 +600,35 @@ def test_a_chain_spread_over_reads_keeps_each_headers_own_age():
     s.dec.feed(b"\x00", 130)
     assert s.got == [(3, b"")], "the second header goes 90 ms after its own read: %r" % s.got
     _check_counts(s.dec, "spread chain", abandoned=2)
+
+
+def test_on_frame_exception_in_the_time_rules():
+    # Frames that come out of an abandoned candidate (idle's quiet and age rules, flush) may
+    # raise in on_frame too: every one still comes out, and the first exception is raised.
+    for rule in ("quiet", "age", "flush"):
+        got = []
+
+        def cb(t, payload, n):
+            got.append(t)
+            if len(got) <= 2:
+                raise ValueError("receiver bug %d" % len(got))
+
+        dec = frame.Decoder(cb)
+        dec.feed(b"\xaa\x03\x10\x01\x2c" + HB + RESP0 + b"\xaa\x03\x10\x00\x40" + ACK, 0)
+        try:
+            if rule == "quiet":
+                dec.idle(50)
+            elif rule == "age":
+                dec.feed(b"\x00", 60)
+                dec.idle(90)
+            else:
+                dec.flush()
+        except ValueError as e:
+            assert "receiver bug 1" in str(e), "%s: the first exception comes out: %r" % (rule, e)
+        else:
+            raise AssertionError("%s: an exception in on_frame must not be swallowed" % rule)
+        assert got == [3, 17, 2], "%s: every frame behind came out: %r" % (rule, got)
+        assert dec.pending() == 0, "%s: nothing is left pending" % rule
+        _check_counts(dec, rule, frames=3, abandoned=2)
+        dec.feed(DISC, 200)
+        assert got[-1] == 4, "%s: the decoder goes on" % rule
