@@ -9,7 +9,8 @@ from organbus.command import (
     clamp_value,
     decode_command,
     encode_event,
-    name_is,
+    find_name,
+    name_table,
 )
 from organbus.descriptor import DescriptorError, encode_descriptor, validate_descriptor
 from organbus.ticks import ticks_add, ticks_diff, ticks_ms
@@ -99,6 +100,7 @@ class Organ:
             raise OrganError("descriptor of %d bytes exceeds LEN 512" % len(payload))
         self.descriptor_frame = frame.encode(frame.DESCRIPTOR, payload)
         self._names = names
+        self._name_table = name_table(names)
         self._name_bytes = [n.encode("utf-8") for n in names]
         self._caps = caps
         self._handlers = [handlers[n] for n in names]
@@ -159,7 +161,7 @@ class Organ:
         if self.state == STOPPED:
             return REDESCRIBE_MS
         self._now = now
-        self._decoder.idle(now)
+        held = self._decoder.idle(now)
         registered = self.state == REGISTERED
         if registered and ticks_diff(now, self._next_hb) >= 0:
             self._queue(frame.HEARTBEAT_FRAME)
@@ -177,7 +179,7 @@ class Organ:
             t = self._poll(now)
             if t < wait:
                 wait = t
-        if self._decoder.pending() and wait > _IDLE_MS:
+        if held and wait > _IDLE_MS:
             wait = _IDLE_MS
         return wait
 
@@ -220,16 +222,9 @@ class Organ:
 
     # -- dispatch ----------------------------------------------------------------------------
 
-    def _find(self, payload, n):
-        nb = self._name_bytes
-        for i in range(len(nb)):
-            if name_is(payload, n, nb[i]):
-                return i
-        return -1
-
     def _command(self, payload, n, now):
         self.commands += 1
-        ci = self._find(payload, n)
+        ci = find_name(payload, n, self._name_table)
         if ci < 0:
             return self._refuse(payload, n, "unknown capability name")
         # The name matched: the rest must be exactly this capability's params.

@@ -632,3 +632,11 @@ def test_on_frame_exception_in_the_time_rules():
         _check_counts(dec, rule, frames=3, abandoned=2)
         dec.feed(DISC, 200)
         assert got[-1] == 4, "%s: the decoder goes on" % rule
+
+
+def test_idle_returns_what_is_pending():
+    s = Sink()
+    assert s.dec.idle(0) == 0, "nothing pending"
+    s.dec.feed(b"\xaa\x03\x10\x00\x05\x01", 0)
+    assert s.dec.idle(10) == 6 == s.dec.pending(), "a candidate of 6 bytes is pending"
+    assert s.dec.idle(50) == 0 == s.dec.pending(), "the quiet rule took it"

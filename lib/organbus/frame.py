@@ -191,9 +191,10 @@ class Decoder:
             self._resume(e, data, n)
 
     def idle(self, now):
-        """The reader saw no byte (call it on every empty poll): apply the time rules."""
+        """The reader saw no byte (call it on every empty poll): apply the time rules. Returns
+        the bytes still pending (as pending() would)."""
         try:
-            _run(self, self._mem, b"", 0, now, _IDLE)
+            return _run(self, self._mem, b"", 0, now, _IDLE)
         except Exception as e:
             self._resume(e, b"", 0)
 
