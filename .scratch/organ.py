@@ -59,3 +59,15 @@ print("name_is", cnt(name_is, on[5:], 7, b"led_on"))
 print("light.set", cnt(led.light.set, True))
 print("led.poll", cnt(led.poll, now))
 print("flush", cnt(link.flush))
+org = led.organ
+pv = memoryview(on)[5:]
+print("_command", cnt(org._command, pv, 7, now))
+print("led_on", cnt(led.led_on, (), None, now))
+uart.tx_n = 0
+print("_queue+flush", cnt(org._queue, frame.RESP_OK_FRAME))
+print("log", cnt(org._log, "x"))
+print("organ.feed", cnt(org.feed, bytes(1), now, 1))
+uart.tx_n = 0
+print("uart.write", cnt(uart.write, frame.RESP_OK_FRAME))
+from organbus.ticks import ticks_diff
+print("ticks_diff", cnt(ticks_diff, 5, 3))

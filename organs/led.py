@@ -108,12 +108,14 @@ class LedOrgan:
             self.organ.finish("led_blink", 1)
 
     def led_on(self, values, text, now):
-        self._stop_blink()
+        if self._blinking:
+            self._stop_blink()
         self.light.set(True)
         return 0
 
     def led_off(self, values, text, now):
-        self._stop_blink()
+        if self._blinking:
+            self._stop_blink()
         self.light.set(False)
         return 0
 

@@ -290,16 +290,18 @@ class Organ:
     # -- output ------------------------------------------------------------------------------
 
     def _queue(self, f):
-        if self._out_n >= _OUT_SLOTS:
+        n = self._out_n
+        if n >= _OUT_SLOTS:
             self.dropped += 1
             return
-        i = self._out_head + self._out_n
+        i = self._out_head + n
         if i >= _OUT_SLOTS:
             i -= _OUT_SLOTS
         self._out[i] = f
-        self._out_n += 1
-        if self.on_output is not None:
-            self.on_output()
+        self._out_n = n + 1
+        wake = self.on_output
+        if wake is not None:
+            wake()
 
     def pending(self):
         """How many frames wait to be written."""
@@ -307,14 +309,16 @@ class Organ:
 
     def pop(self):
         """The next frame to write (a bytes object), or None."""
-        if not self._out_n:
+        n = self._out_n
+        if not n:
             return None
-        f = self._out[self._out_head]
-        self._out[self._out_head] = None
-        self._out_head += 1
-        if self._out_head >= _OUT_SLOTS:
-            self._out_head = 0
-        self._out_n -= 1
+        out = self._out
+        h = self._out_head
+        f = out[h]
+        out[h] = None
+        h += 1
+        self._out_head = 0 if h >= _OUT_SLOTS else h
+        self._out_n = n - 1
         return f
 
 
@@ -401,7 +405,7 @@ class Link:
             if f is None:
                 return
             w = uart.write(f)
-            if w is not None and w == len(f):
+            if w == len(f):  # (None: the driver took nothing)
                 self.written += 1
             else:
                 self._partial = (f, w or 0)
