@@ -31,7 +31,12 @@ sys.path.insert(0, HERE)
 
 import bus  # noqa: E402
 
-BOARDS = {"master": "c6_master", "led": "led_organ", "speaker": "speaker_organ"}
+BOARDS = {
+    "master": "c6_master",
+    "led": "led_organ",
+    "speaker": "speaker_organ",
+    "button": "template_organ",
+}
 RESET_EXIT_CODE = 75  # tools/simhw/machine.py: machine.reset()
 SIMHW = os.path.join(HERE, "simhw")
 MICROPYPATH = ":".join([SIMHW, ".frozen", os.path.join(ROOT, "lib"), ROOT])
