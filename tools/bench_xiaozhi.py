@@ -5,7 +5,7 @@
   .venv/bin/python tools/bench_xiaozhi.py              # 30 s session
   .venv/bin/python tools/bench_xiaozhi.py --soak 600   # the 10-minute session of issue 13
 
-The master reports gc.mem_alloc() after gc.collect() once a second (ORGANBUS_SIM_HEAP_MS).
+The master reports gc.mem_alloc() after gc.collect() once a second (heap_report_ms, tools/vbody/launch.py).
 The stand-in server keeps calling tools (led_on, led_off, led_blink, an unknown tool, tools/list)
 and sends a TTS reply of two sentences (with stand-in audio frames) every few seconds; the
 figure is the heap in use at the end against its value once the session was ready, and the
@@ -24,7 +24,7 @@ for p in (HERE, ROOT, os.path.join(ROOT, "lib"), os.path.join(ROOT, "tools", "sh
     if p not in sys.path:
         sys.path.insert(0, p)
 
-import sim  # noqa: E402
+from vbody.body import VirtualBody  # noqa: E402
 from xiaozhi_server import ServerThread  # noqa: E402
 
 CPYTHON = True  # a host program: tools/bench.py runs it under CPython
@@ -64,7 +64,7 @@ def session(soak_s=30, heap=None, out_dir=None):
     figures = {}
     with ServerThread() as st:
         srv = st.server
-        body = sim.Body(out_dir=out_dir, heap=heap, heap_report_ms=1000, xiaozhi=srv.ota_url)
+        body = VirtualBody(out_dir=out_dir, heap=heap, heap_report_ms=1000, xiaozhi=srv.ota_url)
         body.start()
         try:
             if body.wait_menu(["led_on", "led_off", "led_blink"], 20) is None:

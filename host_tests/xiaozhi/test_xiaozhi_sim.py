@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from e2e_support import Tap, sim
+from e2e_support import Tap, VirtualBody
 from organbus import frame
 from master import mcp
 from xiaozhi_server import ServerThread
@@ -16,7 +16,7 @@ ABILITIES = ["led_on", "led_off", "led_blink", "chime"]
 @pytest.fixture(scope="module")
 def rig(tmp_path_factory):
     with ServerThread() as st:
-        b = sim.Body(out_dir=str(tmp_path_factory.mktemp("sim")), xiaozhi=st.server.ota_url)
+        b = VirtualBody(out_dir=str(tmp_path_factory.mktemp("sim")), xiaozhi=st.server.ota_url)
         b.start()
         try:
             assert b.wait_http(15), "the master's HTTP port did not open"

@@ -9,8 +9,7 @@ import pytest
 from support import ROOT
 
 sys.path.insert(0, os.path.join(ROOT, "tools"))
-import flash  # noqa: E402
-import sim  # noqa: E402
+from deploy import boards, cli, install, roles  # noqa: E402
 
 
 def _flash(*args):
@@ -24,8 +23,8 @@ def _flash(*args):
 
 def test_flash_writes_the_ota_url_into_the_masters_config():
     url = "http://192.0.2.10:8002/xiaozhi/ota/"
-    args = flash.parse_args(["master", "--port", "p", "--xiaozhi-ota-url", url])
-    assert flash.config_json(args) == {"xiaozhi": {"ota_url": url}}
+    args = cli.parse_args(["master", "--port", "p", "--xiaozhi-ota-url", url])
+    assert install.config_json(args) == {"xiaozhi": {"ota_url": url}}
 
 
 def test_flash_refuses_a_bad_ota_url_and_an_organ():
@@ -37,7 +36,7 @@ def test_flash_refuses_a_bad_ota_url_and_an_organ():
 
 def test_the_master_installs_the_link():
     board = json.load(open(os.path.join(ROOT, "boards", "c6_master", "board.json")))
-    dests = [d for _, d in flash.role_files("master", board)["modules"]]
+    dests = [d for _, d in roles.role_files("master", board)["modules"]]
     for m in ("master/ws.py", "master/xiaozhi.py", "master/xiaozhi_link.py"):
         assert m in dests, "%s is not deployed: %s" % (m, dests)
 
@@ -54,4 +53,9 @@ def test_sim_takes_only_a_loopback_http_ota_url(url, words):
         timeout=60,
     )
     assert r.returncode != 0 and words in r.stderr, r.stderr
-    assert sim  # the simulator module the virtual-body tests drive
+    import inspect
+
+    from vbody.body import VirtualBody
+
+    # the virtual body the virtual-body tests drive takes the URL too
+    assert "xiaozhi" in inspect.signature(VirtualBody).parameters
