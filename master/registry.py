@@ -180,11 +180,19 @@ class Registry:
         self.hub.publish("menu", None, (self.owners.version, added, removed))
 
     def _event(self, s, port, payload, n, now):
-        try:
-            kind, name, status = command.decode_event(payload, n)
-        except ValueError:
+        # command.decode_event's rules, read in place: kind, str8 name (valid UTF-8), status;
+        # the name is the one object made (str from the view: the UTF-8 check is the
+        # interpreter's own), where decode_event copies it twice and checks it in Python
+        if n < 3 or payload[1] + 3 != n:
             s.bad_payloads += 1
             return
+        try:
+            name = str(payload[2 : n - 1], "utf-8")
+        except ValueError:  # UnicodeError (MicroPython), UnicodeDecodeError (CPython)
+            s.bad_payloads += 1
+            return
+        kind = payload[0]
+        status = payload[n - 1]
         if kind != command.EVENT_DONE:
             self.stray_events += 1
             return

@@ -79,6 +79,7 @@ class Run:
             if st["depends_on"]:
                 self.steps[i].deps = tuple([by_id[d] for d in st["depends_on"]])
         self.order = sorted(self.steps, key=_key)  # dispatch order within this plan
+        self.first = 0  # order[:first] has left PENDING (a step never goes back to it)
         self.left = len(self.steps)
 
     @property
@@ -184,7 +185,7 @@ class Scheduler:
         """EVENT done from `port`; returns True when it finished a running step."""
         for run in self.runs:
             for s in run.steps:
-                if s.status == RUNNING and s.port == port and s.action == name:
+                if s.port is port and s.status == RUNNING and s.action == name:
                     s.ms = ticks_diff(now, s.t_sent)
                     if status == 0:
                         self._finish(s, DONE, now)
@@ -330,53 +331,82 @@ class Scheduler:
 
     def _dispatch(self, now):
         # Steps only leave the ready set while dispatching (sent, or finished as offline,
-        # refused or skipped): none becomes ready, so one pass in order is enough.
-        for s in self._candidates():
-            if s.status != PENDING:
+        # refused or skipped): none becomes ready, so one pass in order is enough. The hot
+        # path (one plan, a dispatch per COMMAND_RESP) starts at the run's first step still
+        # pending and checks readiness inline: one call per step that is ready, none per
+        # step that waits.
+        pending = PENDING
+        done = DONE
+        started = STARTED
+        runs = self.runs
+        if len(runs) == 1:
+            run = runs[0]
+            order = run.order
+            n = len(order)
+            i = run.first
+            while i < n and order[i].status != pending:
+                i += 1
+            run.first = i
+        else:
+            order = self._candidates()
+            n = len(order)
+            i = 0
+        while i < n:
+            s = order[i]
+            i += 1
+            if s.status != pending:
                 continue
-            if not _deps_good(s):
-                continue
-            own = self.owner(s.action)
-            if own is None:
-                s.reason = "no online organ offers %s" % s.action
-                self._finish(s, OFFLINE, now)
-                continue
-            port, cap, module_id = own
-            group = cap["resource_group"]
-            if port in self.outstanding or (group and group in self.groups):
-                continue
-            late = self.late.get(port)
-            if late is not None:
-                if ticks_diff(now, late[1]) < SETTLE_MS:
-                    continue
-                del self.late[port]
-            same = len(cap["params"]) == len(s.params)
-            if same:
-                for p in cap["params"]:
-                    if p["name"] not in s.params:
-                        same = False
-                        break
-            if not same:
-                s.reason = "%s changed its params since the plan was checked" % module_id
-                self._finish(s, REFUSED, now)
-                continue
-            s.port = port
-            s.own = own
-            try:
-                f = self._frame(cap, s.params)
-            except (ValueError, OverflowError) as e:  # validation keeps this from happening
-                s.reason = "COMMAND not encodable: %s" % e
-                self._finish(s, REFUSED, now)
-                continue
-            s.status = SENT
-            s.t_sent = now
-            self.outstanding[port] = s
-            if group:
-                self.groups[group] = s
-            self.sent += 1
-            port.command(f, now)
-            if self._wants["step"]:
-                self.hub.publish("step", port.index, s)
+            for d in s.deps:
+                st = d.status
+                if st != done and st != started:
+                    break
+            else:
+                self._start(s, now)
+
+    def _start(self, s, now):
+        # a ready step: to its owner's link when that link and its resource group are free
+        own = self.owner(s.action)
+        if own is None:
+            s.reason = "no online organ offers %s" % s.action
+            self._finish(s, OFFLINE, now)
+            return
+        port, cap, module_id = own
+        group = cap["resource_group"]
+        if port in self.outstanding or (group and group in self.groups):
+            return
+        late = self.late.get(port)
+        if late is not None:
+            if ticks_diff(now, late[1]) < SETTLE_MS:
+                return
+            del self.late[port]
+        params = cap["params"]
+        same = len(params) == len(s.params)
+        if same:
+            for p in params:
+                if p["name"] not in s.params:
+                    same = False
+                    break
+        if not same:
+            s.reason = "%s changed its params since the plan was checked" % module_id
+            self._finish(s, REFUSED, now)
+            return
+        s.port = port
+        s.own = own
+        try:
+            f = self._frame(cap, s.params)
+        except (ValueError, OverflowError) as e:  # validation keeps this from happening
+            s.reason = "COMMAND not encodable: %s" % e
+            self._finish(s, REFUSED, now)
+            return
+        s.status = SENT
+        s.t_sent = now
+        self.outstanding[port] = s
+        if group:
+            self.groups[group] = s
+        self.sent += 1
+        port.command(f, now)
+        if self._wants["step"]:
+            self.hub.publish("step", port.index, s)
 
     def busy_groups(self):
         return list(self.groups)
