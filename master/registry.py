@@ -18,6 +18,17 @@ OFFLINE_MS = const(15000)
 DISCOVER_MS = const(2000)
 _MAX_REFUSALS = const(4)  # distinct reasons kept per port
 _FAR_MS = const(60000)  # no rule of a port without an online organ comes due sooner
+# frame types as constants folded into the bytecode (frame.X is two lookups per frame)
+_DESCRIPTOR = const(0x01)
+_HEARTBEAT = const(0x03)
+_COMMAND_RESP = const(0x11)
+_EVENT = const(0x20)
+assert (_DESCRIPTOR, _HEARTBEAT, _COMMAND_RESP, _EVENT) == (
+    frame.DESCRIPTOR,
+    frame.HEARTBEAT,
+    frame.COMMAND_RESP,
+    frame.EVENT,
+)
 
 
 class Slot:
@@ -88,19 +99,19 @@ class Registry:
         """A legal frame from `port` (the decoder's fixed payload view, valid during the call);
         returns the frame the port answers with, or None."""
         s = self._by[port.index]
-        if ftype == frame.HEARTBEAT:
+        if ftype == _HEARTBEAT:
             if not s.online:
                 return self._maybe_discover(s, now)
-        elif ftype == frame.DESCRIPTOR:
+        elif ftype == _DESCRIPTOR:
             return self._descriptor(s, port, payload, n, now)
         elif not s.online:
             return self._maybe_discover(s, now)
-        elif ftype == frame.COMMAND_RESP:
+        elif ftype == _COMMAND_RESP:
             if n == 1:
                 self.scheduler.on_resp(port, payload[0], now)
             else:
                 s.bad_payloads += 1
-        elif ftype == frame.EVENT:
+        elif ftype == _EVENT:
             self._event(s, port, payload, n, now)
         return None
 

@@ -173,8 +173,8 @@ class Scheduler:
                 status,
             )
             self._finish(s, REFUSED, now, True)
-        elif self._continuous(s):
-            s.status = RUNNING  # its COMMAND_RESP tick is t_sent + ms
+        elif s.own[1]["exec_type"] != "immediate" and s.own[1]["max_duration_ms"] > 0:
+            s.status = RUNNING  # continuous (as _continuous says, inline on the hot path)  # its COMMAND_RESP tick is t_sent + ms
             if self._wants["step"]:
                 self.hub.publish("step", s.port.index, s)
         else:
