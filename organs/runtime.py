@@ -222,9 +222,13 @@ class Organ:
 
     # -- dispatch ----------------------------------------------------------------------------
 
+    def _find(self, payload, n):
+        # The capability the COMMAND names (its index), or -1.
+        return find_name(payload, n, self._name_table)
+
     def _command(self, payload, n, now):
         self.commands += 1
-        ci = find_name(payload, n, self._name_table)
+        ci = self._find(payload, n)
         if ci < 0:
             return self._refuse(payload, n, "unknown capability name")
         # The name matched: the rest must be exactly this capability's params.
