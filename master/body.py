@@ -50,6 +50,7 @@ class Body:
         self.mode = status.mode
         self._menu = None
         self._menu_version = -1
+        self.links = {}  # name -> a running link with status() (the xiaozhi link), in status()
 
     def port(self, index):
         for p in self.ports:
@@ -148,4 +149,6 @@ class Body:
     def status(self):
         doc = self.report.document(self.clock())
         doc["speak_ready"] = self.speak_ready()
+        for name in self.links:
+            doc[name] = self.links[name].status()
         return doc

@@ -127,8 +127,10 @@ class BoardProc:
         stdout_passthrough=False,
         pinlog=None,
         wav=None,
+        xiaozhi=None,
     ):
         self.role = role
+        self.xiaozhi = xiaozhi  # master: the xiaozhi OTA URL its link is pointed at
         self.board_dir = os.path.join(BOARDS_DIR, BOARDS[role])
         self.out_dir = out_dir
         os.makedirs(out_dir, exist_ok=True)
@@ -166,6 +168,8 @@ class BoardProc:
             env["ORGANBUS_SIM_CONSOLE"] = self.console
         if self.heap_report_ms:
             env["ORGANBUS_SIM_HEAP_MS"] = str(self.heap_report_ms)
+        if self.xiaozhi:
+            env["ORGANBUS_SIM_XIAOZHI"] = self.xiaozhi
         return env
 
     def start(self):
@@ -319,6 +323,7 @@ class Body:
         seed=None,
         on_event=None,
         organs=("led", "speaker"),
+        xiaozhi=None,
     ):
         if out_dir is None:
             base = os.path.join(ROOT, "sim-out", time.strftime("%Y%m%d-%H%M%S-") + str(os.getpid()))
@@ -341,6 +346,7 @@ class Body:
         self.http = None
         self.organs = [o for o in organs]
         self.seed = seed
+        self.xiaozhi = xiaozhi  # OTA URL of a xiaozhi server for the master's link, or None
         self.stopped = False
 
     # -- set-up --------------------------------------------------------------------------------
@@ -371,6 +377,7 @@ class Body:
                 http=self.http,
                 heap=self.heap,
                 heap_report_ms=self.heap_report_ms,
+                xiaozhi=self.xiaozhi,
             )
         for organ, cable in self.cables.items():
             if organ in self.external:
@@ -1006,6 +1013,19 @@ class Console:
                 lines.append(
                     "  plans: " + " ".join("%s %s" % kv for kv in sorted(st["plans"].items()))
                 )
+            x = st.get("xiaozhi")
+            if x:
+                lines.append(
+                    "  xiaozhi: %s, reconnects %s, messages in %s out %s, dropped audio frames %s%s"
+                    % (
+                        x.get("state"),
+                        x.get("reconnects"),
+                        x.get("messages_in"),
+                        x.get("messages_out"),
+                        x.get("audio_dropped"),
+                        ", last error: %s" % x["last_error"] if x.get("last_error") else "",
+                    )
+                )
             return "\n".join(lines)
         except (KeyError, TypeError, AttributeError):
             return "master status:\n" + json.dumps(st, indent=1)
@@ -1074,6 +1094,15 @@ class Console:
             yield pending.replace("\n", " ")
 
 
+def _check_ota_url(url):
+    """--xiaozhi takes an http:// OTA URL on a loopback address (the simulation's rule)."""
+    if not url.startswith("http://"):
+        raise SystemExit("sim: --xiaozhi %r: expected http://127.0.0.1:PORT/..." % url)
+    host = url[7:].split("/", 1)[0].rsplit(":", 1)[0]
+    if host not in ("127.0.0.1", "localhost"):
+        raise SystemExit("sim: --xiaozhi %r: only loopback addresses are accepted" % url)
+
+
 def run_body(args):
     external = {}
     for key in ("led", "speaker"):
@@ -1090,7 +1119,13 @@ def run_body(args):
         except ValueError as e:
             raise SystemExit("sim: %s" % e)
         external["master" + n] = spec
-    body = Body(out_dir=args.out, external=external, heap=args.heap, seed=args.seed)
+    if args.xiaozhi:
+        if args.master:
+            raise SystemExit("sim: --xiaozhi points the master's link: not with an external master")
+        _check_ota_url(args.xiaozhi)
+    body = Body(
+        out_dir=args.out, external=external, heap=args.heap, seed=args.seed, xiaozhi=args.xiaozhi
+    )
     # --plan: stdout carries the report alone; the running commentary goes to stderr
     console = Console(body, as_json=args.json, out=sys.stderr if args.plan else None)
 
@@ -1317,6 +1352,11 @@ def main(argv=None):
     )
     p.add_argument("--heap", help="unix-port heap size of every board, e.g. 64k")
     p.add_argument("--seed", type=int, help="seed of the bus's fault generator")
+    p.add_argument(
+        "--xiaozhi",
+        metavar="OTA_URL",
+        help="point the master's xiaozhi link at this OTA URL (tools/xiaozhi_server.py)",
+    )
     p.add_argument("--out", help="folder for logs and audio (default sim-out/<time>-<pid>)")
     p.add_argument(
         "--ready-timeout",

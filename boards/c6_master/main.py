@@ -87,6 +87,42 @@ async def _wifi_watch(sta):
         await asyncio.sleep_ms(2000)
 
 
+def _xiaozhi(config, sim, sta):
+    # (config, ident, set_clock, reset) of the xiaozhi link, or None when it is not configured.
+    cfg = config.get("xiaozhi")
+    if sim is not None:
+        cfg = {"ota_url": sim["xiaozhi"]} if sim.get("xiaozhi") else None
+    if not cfg:
+        return None
+    import os
+
+    from master import xiaozhi_link
+
+    mac = None
+    try:
+        mac = sta.config("mac") if sta is not None else None
+    except Exception:
+        mac = None
+    keep = "/xiaozhi_client_id"
+    if sim is not None:  # the simulated board keeps it beside its logs, not in the host's /
+        keep = (
+            sim["pinlog"].rsplit("/", 1)[0] + "/master-xiaozhi-client-id"
+            if sim.get("pinlog")
+            else None
+        )
+    ident = xiaozhi_link.identity(mac, machine.unique_id(), keep, os.urandom(16))
+    return cfg, ident, None if sim is not None else _set_clock, machine.reset
+
+
+def _set_clock(epoch_ms, tz_min):
+    # The RTC from the server's time (UTC); ports whose epoch is 2000 get their own seconds.
+    import time
+
+    s = epoch_ms // 1000 - (946684800 if time.gmtime(0)[0] == 2000 else 0)
+    t = time.gmtime(s)
+    machine.RTC().datetime((t[0], t[1], t[2], t[6], t[3], t[4], t[5], 0))
+
+
 async def _run(sta, *args):
     if sta is not None:
         asyncio.create_task(_wifi_watch(sta))
@@ -126,6 +162,7 @@ def main():
             console,
             settings.get("max_steps", 16),
             globals(),
+            _xiaozhi(config, sim, sta),
         )
     )
 

@@ -11,6 +11,7 @@
 #                         anything else is a folder that gets one file per take (i2s0_001.wav ...).
 #   ORGANBUS_SIM_HTTP     "HOST:PORT" the master serves HTTP on (instead of Wi-Fi), in SIM["http"].
 #   ORGANBUS_SIM_CONSOLE  "link": the master puts its JSON-lines link on stdin/stdout (SIM["console"]).
+#   ORGANBUS_SIM_XIAOZHI  the xiaozhi OTA URL the master's link is pointed at (SIM["xiaozhi"]).
 # `SIM` exists only in this module: a board entry point tells simulation from hardware with
 # `getattr(machine, "SIM", None)`.
 import io
@@ -51,6 +52,7 @@ SIM = {
     "role": _env("ROLE"),
     "pinlog": _env("PINLOG"),
     "wav": _env("WAV"),
+    "xiaozhi": _env("XIAOZHI"),
 }
 
 # Wall-clock base so that logs of different processes line up: t_ms = epoch ms.
