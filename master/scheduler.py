@@ -79,8 +79,56 @@ class Run:
             if st["depends_on"]:
                 self.steps[i].deps = tuple([by_id[d] for d in st["depends_on"]])
         self.order = sorted(self.steps, key=_key)  # dispatch order within this plan
-        self.first = 0  # order[:first] has left PENDING (a step never goes back to it)
-        self.left = len(self.steps)
+        self.left = n = len(self.steps)
+        # Readiness kept up to date instead of searched for: by plan index, how many of a
+        # step's deps are not yet good (`waiting`) and the steps that depend on it (`after`);
+        # `ready` holds the order positions of the pending steps whose deps are all good,
+        # ascending (so in dispatch order). Built here, once per plan.
+        self.pos = [0] * n  # plan index -> position in order
+        for k, t in enumerate(self.order):
+            self.pos[t.key[2]] = k
+        self.waiting = [len(t.deps) for t in self.steps]
+        self.after = [None] * n
+        for t in self.steps:
+            for d in t.deps:
+                i = d.key[2]
+                if self.after[i] is None:
+                    self.after[i] = [t]
+                else:
+                    self.after[i].append(t)
+        self.ready = sorted([self.pos[i] for i in range(n) if not self.waiting[i]])
+
+    def _good(self, s):
+        # s finished done or started: the steps waiting for it may have become ready
+        after = self.after[s.key[2]]
+        if after is None:
+            return
+        waiting = self.waiting
+        ready = self.ready
+        for t in after:
+            i = t.key[2]
+            w = waiting[i] - 1
+            waiting[i] = w
+            if w == 0 and t.status == PENDING:
+                k = self.pos[i]
+                j = len(ready)
+                ready.append(k)
+                while j and ready[j - 1] > k:  # keep it ascending (it holds a few entries)
+                    ready[j] = ready[j - 1]
+                    j -= 1
+                ready[j] = k
+
+    def _drop_started(self):
+        # ready keeps only pending steps (in place: nothing allocated)
+        ready = self.ready
+        order = self.order
+        j = 0
+        for k in ready:
+            if order[k].status == PENDING:
+                ready[j] = k
+                j += 1
+        while len(ready) > j:
+            ready.pop()
 
     @property
     def finished(self):
@@ -96,14 +144,6 @@ class Run:
 
 def _key(s):
     return s.key
-
-
-def _deps_good(s):
-    # ready: every step it depends on is done or started (no generator: this is the hot path)
-    for d in s.deps:
-        if d.status != DONE and d.status != STARTED:
-            return False
-    return True
 
 
 def command_frame(cap, params):
@@ -288,6 +328,8 @@ class Scheduler:
             self.hub.publish("step", None if s.port is None else s.port.index, s)
         run = s.run
         run.left -= 1
+        if status == DONE or status == STARTED:
+            run._good(s)
         if not answered and run.on_accept:
             run.on_accept(s.task_id, status)
         if status not in GOOD:
@@ -305,17 +347,14 @@ class Scheduler:
                 run.on_done(run)
 
     def _candidates(self):
-        # Steps in dispatch order (priority, older plan, plan order); the caller checks each
-        # one's state. One plan running (the usual case): its own order, sorted at submit, so
-        # the hot path (a dispatch per COMMAND_RESP) allocates and sorts nothing.
-        runs = self.runs
-        if len(runs) == 1:
-            return runs[0].order
+        # The ready steps of every run in dispatch order (priority, older plan, plan order);
+        # the caller checks each one's state. Several plans only: one plan uses its own
+        # ready list as it is (see _dispatch).
         out = []
-        for run in runs:
-            for s in run.order:
-                if s.status == PENDING:
-                    out.append(s)
+        for run in self.runs:
+            order = run.order
+            for k in run.ready:
+                out.append(order[k])
         out.sort(key=_key)
         return out
 
@@ -331,37 +370,25 @@ class Scheduler:
 
     def _dispatch(self, now):
         # Steps only leave the ready set while dispatching (sent, or finished as offline,
-        # refused or skipped): none becomes ready, so one pass in order is enough. The hot
-        # path (one plan, a dispatch per COMMAND_RESP) starts at the run's first step still
-        # pending and checks readiness inline: one call per step that is ready, none per
-        # step that waits.
+        # refused or skipped): none becomes ready, so one pass in order is enough. Only the
+        # ready steps are visited (Run.ready, kept by _finish): the hot path (one plan, a
+        # dispatch per COMMAND_RESP) walks a list of a few ints and allocates nothing.
         pending = PENDING
-        done = DONE
-        started = STARTED
         runs = self.runs
         if len(runs) == 1:
             run = runs[0]
             order = run.order
-            n = len(order)
-            i = run.first
-            while i < n and order[i].status != pending:
-                i += 1
-            run.first = i
-        else:
-            order = self._candidates()
-            n = len(order)
-            i = 0
-        while i < n:
-            s = order[i]
-            i += 1
-            if s.status != pending:
-                continue
-            for d in s.deps:
-                st = d.status
-                if st != done and st != started:
-                    break
-            else:
+            for k in run.ready:
+                s = order[k]
+                if s.status == pending:
+                    self._start(s, now)
+            run._drop_started()
+            return
+        for s in self._candidates():
+            if s.status == pending:
                 self._start(s, now)
+        for run in self.runs:
+            run._drop_started()
 
     def _start(self, s, now):
         # a ready step: to its owner's link when that link and its resource group are free

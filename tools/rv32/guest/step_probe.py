@@ -117,6 +117,9 @@ def live():
                 k, _ = count(d, 0)
                 rows.append((name, n, m, k))
         print(mode, " ".join(str(r) for r in rows))
+        if mode == "feed":
+            per = sorted([r[1] + r[2] for r in rows])
+            print("STEPS after a collection each: median", per[len(per) // 2], "sum", sum(per))
 
 
 live()
