@@ -205,16 +205,18 @@ class Scheduler:
                 )
             return
         s.ms = ticks_diff(now, s.t_sent)
-        if s.run.on_accept:
-            s.run.on_accept(s.task_id, status)
+        on_accept = s.run.on_accept
+        if on_accept:
+            on_accept(s.task_id, status)
+        cap = s.own[1]
         if status != 0:
             s.reason = "%s answered %d (bad payload, unknown name or hardware refused)" % (
                 s.own[2],
                 status,
             )
             self._finish(s, REFUSED, now, True)
-        elif s.own[1]["exec_type"] != "immediate" and s.own[1]["max_duration_ms"] > 0:
-            s.status = RUNNING  # continuous (as _continuous says, inline on the hot path)  # its COMMAND_RESP tick is t_sent + ms
+        elif cap["exec_type"] != "immediate" and cap["max_duration_ms"] > 0:  # _continuous
+            s.status = RUNNING  # its COMMAND_RESP tick is t_sent + ms
             if self._wants["step"]:
                 self.hub.publish("step", s.port.index, s)
         else:
@@ -323,16 +325,21 @@ class Scheduler:
         if s.status == RUNNING:
             answered = True
         s.status = status
-        self._release(s)
+        own = s.own
+        if own is not None:  # _release, inline on the hot path
+            group = own[1]["resource_group"]
+            if group and self.groups.get(group) is s:
+                del self.groups[group]
         if self._wants["step"]:
             self.hub.publish("step", None if s.port is None else s.port.index, s)
         run = s.run
         run.left -= 1
-        if status == DONE or status == STARTED:
+        good = status == DONE or status == STARTED
+        if good:
             run._good(s)
         if not answered and run.on_accept:
             run.on_accept(s.task_id, status)
-        if status not in GOOD:
+        if not good:
             for t in run.steps:
                 if t.status == PENDING and s in t.deps:
                     t.reason = "depends on %s which %s" % (
