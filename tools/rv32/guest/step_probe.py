@@ -86,7 +86,7 @@ def live():
     reg = body.registry
     feeds = {p.index: p for p in body.ports}
     events = {}
-    for mode in ("feed", "direct", "split"):
+    for mode in ("feed", "direct", "split", "nocollect"):
         rows = []
         del out[:]
         kind, run = body.submit(raw)
@@ -99,8 +99,9 @@ def live():
             ev = events.get(name)
             if ev is None and name in ("led_blink", "speak", "chime"):
                 ev = events[name] = frame.encode(frame.EVENT, mf.command.encode_event(name, 0))
-            gc.collect()
-            if mode == "feed":
+            if mode != "nocollect":
+                gc.collect()
+            if mode == "feed" or mode == "nocollect":
                 n, _ = count(port.feed, frame.RESP_OK_FRAME, 0)
                 m = count(port.feed, ev, 0)[0] if ev else 0
                 rows.append((name, n, m))
@@ -117,9 +118,9 @@ def live():
                 k, _ = count(d, 0)
                 rows.append((name, n, m, k))
         print(mode, " ".join(str(r) for r in rows))
-        if mode == "feed":
+        if mode == "feed" or mode == "nocollect":
             per = sorted([r[1] + r[2] for r in rows])
-            print("STEPS after a collection each: median", per[len(per) // 2], "sum", sum(per))
+            print("STEPS (%s) median" % mode, per[len(per) // 2], "sum", sum(per))
 
 
 live()
