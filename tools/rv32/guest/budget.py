@@ -185,7 +185,6 @@ def scheduler():
     import master_fakes as mf
     from master.body import build
     from organbus import plan
-    import plan_corpus as pc
 
     out = []
     now = [0]
@@ -196,7 +195,7 @@ def scheduler():
     reg.feed(1, frame.encode(frame.DESCRIPTOR, mf.encode_descriptor(mf.speaker())), 0)
     raw = json.dumps(_plan16())
 
-    validate, (_, problems, _) = _measure(plan.validate, raw, pc.CAPS)
+    validate, (_, problems, _) = _measure(plan.validate, raw, mf.menu_caps(mf.led(), mf.speaker()))
     assert problems == [], problems
     events = {}
     steps = []
