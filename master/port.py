@@ -15,6 +15,8 @@ from organbus.ticks import ticks_diff
 RESP_TIMEOUT_MS = const(1000)  # section 5: a COMMAND_RESP comes within this or never
 _IDLE_MS = const(20)  # a pending candidate needs the quiet-line rule this soon (50 ms rule)
 _QUIET_MS = const(1000)  # nothing pending: the port's next own deadline is at most this far
+_COMMAND_RESP = const(0x11)  # frame.COMMAND_RESP, folded into the bytecode
+assert _COMMAND_RESP == frame.COMMAND_RESP
 
 
 class Port:
@@ -43,7 +45,7 @@ class Port:
     def _frame(self, ftype, payload, n):
         now = self.now
         self.last_rx = now
-        if ftype == frame.COMMAND_RESP:
+        if ftype == _COMMAND_RESP:
             self.resp_due = False
         reply = self.organs.frame(self, ftype, payload, n, now)
         if reply is not None:

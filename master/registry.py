@@ -18,6 +18,17 @@ OFFLINE_MS = const(15000)
 DISCOVER_MS = const(2000)
 _MAX_REFUSALS = const(4)  # distinct reasons kept per port
 _FAR_MS = const(60000)  # no rule of a port without an online organ comes due sooner
+# frame types as constants folded into the bytecode (frame.X is two lookups per frame)
+_DESCRIPTOR = const(0x01)
+_HEARTBEAT = const(0x03)
+_COMMAND_RESP = const(0x11)
+_EVENT = const(0x20)
+assert (_DESCRIPTOR, _HEARTBEAT, _COMMAND_RESP, _EVENT) == (
+    frame.DESCRIPTOR,
+    frame.HEARTBEAT,
+    frame.COMMAND_RESP,
+    frame.EVENT,
+)
 
 
 class Slot:
@@ -88,19 +99,19 @@ class Registry:
         """A legal frame from `port` (the decoder's fixed payload view, valid during the call);
         returns the frame the port answers with, or None."""
         s = self._by[port.index]
-        if ftype == frame.HEARTBEAT:
+        if ftype == _HEARTBEAT:
             if not s.online:
                 return self._maybe_discover(s, now)
-        elif ftype == frame.DESCRIPTOR:
+        elif ftype == _DESCRIPTOR:
             return self._descriptor(s, port, payload, n, now)
         elif not s.online:
             return self._maybe_discover(s, now)
-        elif ftype == frame.COMMAND_RESP:
+        elif ftype == _COMMAND_RESP:
             if n == 1:
                 self.scheduler.on_resp(port, payload[0], now)
             else:
                 s.bad_payloads += 1
-        elif ftype == frame.EVENT:
+        elif ftype == _EVENT:
             self._event(s, port, payload, n, now)
         return None
 
@@ -180,11 +191,19 @@ class Registry:
         self.hub.publish("menu", None, (self.owners.version, added, removed))
 
     def _event(self, s, port, payload, n, now):
-        try:
-            kind, name, status = command.decode_event(payload, n)
-        except ValueError:
+        # command.decode_event's rules, read in place: kind, str8 name (valid UTF-8), status;
+        # the name is the one object made (str from the view: the UTF-8 check is the
+        # interpreter's own), where decode_event copies it twice and checks it in Python
+        if n < 3 or payload[1] + 3 != n:
             s.bad_payloads += 1
             return
+        try:
+            name = str(payload[2 : n - 1], "utf-8")
+        except ValueError:  # UnicodeError (MicroPython), UnicodeDecodeError (CPython)
+            s.bad_payloads += 1
+            return
+        kind = payload[0]
+        status = payload[n - 1]
         if kind != command.EVENT_DONE:
             self.stray_events += 1
             return

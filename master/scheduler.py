@@ -79,7 +79,56 @@ class Run:
             if st["depends_on"]:
                 self.steps[i].deps = tuple([by_id[d] for d in st["depends_on"]])
         self.order = sorted(self.steps, key=_key)  # dispatch order within this plan
-        self.left = len(self.steps)
+        self.left = n = len(self.steps)
+        # Readiness kept up to date instead of searched for: by plan index, how many of a
+        # step's deps are not yet good (`waiting`) and the steps that depend on it (`after`);
+        # `ready` holds the order positions of the pending steps whose deps are all good,
+        # ascending (so in dispatch order). Built here, once per plan.
+        self.pos = [0] * n  # plan index -> position in order
+        for k, t in enumerate(self.order):
+            self.pos[t.key[2]] = k
+        self.waiting = [len(t.deps) for t in self.steps]
+        self.after = [None] * n
+        for t in self.steps:
+            for d in t.deps:
+                i = d.key[2]
+                if self.after[i] is None:
+                    self.after[i] = [t]
+                else:
+                    self.after[i].append(t)
+        self.ready = sorted([self.pos[i] for i in range(n) if not self.waiting[i]])
+
+    def _good(self, s):
+        # s finished done or started: the steps waiting for it may have become ready
+        after = self.after[s.key[2]]
+        if after is None:
+            return
+        waiting = self.waiting
+        ready = self.ready
+        for t in after:
+            i = t.key[2]
+            w = waiting[i] - 1
+            waiting[i] = w
+            if w == 0 and t.status == PENDING:
+                k = self.pos[i]
+                j = len(ready)
+                ready.append(k)
+                while j and ready[j - 1] > k:  # keep it ascending (it holds a few entries)
+                    ready[j] = ready[j - 1]
+                    j -= 1
+                ready[j] = k
+
+    def _drop_started(self):
+        # ready keeps only pending steps (in place: nothing allocated)
+        ready = self.ready
+        order = self.order
+        j = 0
+        for k in ready:
+            if order[k].status == PENDING:
+                ready[j] = k
+                j += 1
+        while len(ready) > j:
+            ready.pop()
 
     @property
     def finished(self):
@@ -95,14 +144,6 @@ class Run:
 
 def _key(s):
     return s.key
-
-
-def _deps_good(s):
-    # ready: every step it depends on is done or started (no generator: this is the hot path)
-    for d in s.deps:
-        if d.status != DONE and d.status != STARTED:
-            return False
-    return True
 
 
 def command_frame(cap, params):
@@ -164,15 +205,17 @@ class Scheduler:
                 )
             return
         s.ms = ticks_diff(now, s.t_sent)
-        if s.run.on_accept:
-            s.run.on_accept(s.task_id, status)
+        on_accept = s.run.on_accept
+        if on_accept:
+            on_accept(s.task_id, status)
+        cap = s.own[1]
         if status != 0:
             s.reason = "%s answered %d (bad payload, unknown name or hardware refused)" % (
                 s.own[2],
                 status,
             )
             self._finish(s, REFUSED, now, True)
-        elif self._continuous(s):
+        elif cap["exec_type"] != "immediate" and cap["max_duration_ms"] > 0:  # _continuous
             s.status = RUNNING  # its COMMAND_RESP tick is t_sent + ms
             if self._wants["step"]:
                 self.hub.publish("step", s.port.index, s)
@@ -184,7 +227,7 @@ class Scheduler:
         """EVENT done from `port`; returns True when it finished a running step."""
         for run in self.runs:
             for s in run.steps:
-                if s.status == RUNNING and s.port == port and s.action == name:
+                if s.port is port and s.status == RUNNING and s.action == name:
                     s.ms = ticks_diff(now, s.t_sent)
                     if status == 0:
                         self._finish(s, DONE, now)
@@ -282,14 +325,21 @@ class Scheduler:
         if s.status == RUNNING:
             answered = True
         s.status = status
-        self._release(s)
+        own = s.own
+        if own is not None:  # _release, inline on the hot path
+            group = own[1]["resource_group"]
+            if group and self.groups.get(group) is s:
+                del self.groups[group]
         if self._wants["step"]:
             self.hub.publish("step", None if s.port is None else s.port.index, s)
         run = s.run
         run.left -= 1
+        good = status == DONE or status == STARTED
+        if good:
+            run._good(s)
         if not answered and run.on_accept:
             run.on_accept(s.task_id, status)
-        if status not in GOOD:
+        if not good:
             for t in run.steps:
                 if t.status == PENDING and s in t.deps:
                     t.reason = "depends on %s which %s" % (
@@ -304,17 +354,14 @@ class Scheduler:
                 run.on_done(run)
 
     def _candidates(self):
-        # Steps in dispatch order (priority, older plan, plan order); the caller checks each
-        # one's state. One plan running (the usual case): its own order, sorted at submit, so
-        # the hot path (a dispatch per COMMAND_RESP) allocates and sorts nothing.
-        runs = self.runs
-        if len(runs) == 1:
-            return runs[0].order
+        # The ready steps of every run in dispatch order (priority, older plan, plan order);
+        # the caller checks each one's state. Several plans only: one plan uses its own
+        # ready list as it is (see _dispatch).
         out = []
-        for run in runs:
-            for s in run.order:
-                if s.status == PENDING:
-                    out.append(s)
+        for run in self.runs:
+            order = run.order
+            for k in run.ready:
+                out.append(order[k])
         out.sort(key=_key)
         return out
 
@@ -330,53 +377,70 @@ class Scheduler:
 
     def _dispatch(self, now):
         # Steps only leave the ready set while dispatching (sent, or finished as offline,
-        # refused or skipped): none becomes ready, so one pass in order is enough.
+        # refused or skipped): none becomes ready, so one pass in order is enough. Only the
+        # ready steps are visited (Run.ready, kept by _finish): the hot path (one plan, a
+        # dispatch per COMMAND_RESP) walks a list of a few ints and allocates nothing.
+        pending = PENDING
+        runs = self.runs
+        if len(runs) == 1:
+            run = runs[0]
+            order = run.order
+            for k in run.ready:
+                s = order[k]
+                if s.status == pending:
+                    self._start(s, now)
+            run._drop_started()
+            return
         for s in self._candidates():
-            if s.status != PENDING:
-                continue
-            if not _deps_good(s):
-                continue
-            own = self.owner(s.action)
-            if own is None:
-                s.reason = "no online organ offers %s" % s.action
-                self._finish(s, OFFLINE, now)
-                continue
-            port, cap, module_id = own
-            group = cap["resource_group"]
-            if port in self.outstanding or (group and group in self.groups):
-                continue
-            late = self.late.get(port)
-            if late is not None:
-                if ticks_diff(now, late[1]) < SETTLE_MS:
-                    continue
-                del self.late[port]
-            same = len(cap["params"]) == len(s.params)
-            if same:
-                for p in cap["params"]:
-                    if p["name"] not in s.params:
-                        same = False
-                        break
-            if not same:
-                s.reason = "%s changed its params since the plan was checked" % module_id
-                self._finish(s, REFUSED, now)
-                continue
-            s.port = port
-            s.own = own
-            try:
-                f = self._frame(cap, s.params)
-            except (ValueError, OverflowError) as e:  # validation keeps this from happening
-                s.reason = "COMMAND not encodable: %s" % e
-                self._finish(s, REFUSED, now)
-                continue
-            s.status = SENT
-            s.t_sent = now
-            self.outstanding[port] = s
-            if group:
-                self.groups[group] = s
-            self.sent += 1
-            port.command(f, now)
-            if self._wants["step"]:
-                self.hub.publish("step", port.index, s)
+            if s.status == pending:
+                self._start(s, now)
+        for run in self.runs:
+            run._drop_started()
+
+    def _start(self, s, now):
+        # a ready step: to its owner's link when that link and its resource group are free
+        own = self.owner(s.action)
+        if own is None:
+            s.reason = "no online organ offers %s" % s.action
+            self._finish(s, OFFLINE, now)
+            return
+        port, cap, module_id = own
+        group = cap["resource_group"]
+        if port in self.outstanding or (group and group in self.groups):
+            return
+        late = self.late.get(port)
+        if late is not None:
+            if ticks_diff(now, late[1]) < SETTLE_MS:
+                return
+            del self.late[port]
+        params = cap["params"]
+        same = len(params) == len(s.params)
+        if same:
+            for p in params:
+                if p["name"] not in s.params:
+                    same = False
+                    break
+        if not same:
+            s.reason = "%s changed its params since the plan was checked" % module_id
+            self._finish(s, REFUSED, now)
+            return
+        s.port = port
+        s.own = own
+        try:
+            f = self._frame(cap, s.params)
+        except (ValueError, OverflowError) as e:  # validation keeps this from happening
+            s.reason = "COMMAND not encodable: %s" % e
+            self._finish(s, REFUSED, now)
+            return
+        s.status = SENT
+        s.t_sent = now
+        self.outstanding[port] = s
+        if group:
+            self.groups[group] = s
+        self.sent += 1
+        port.command(f, now)
+        if self._wants["step"]:
+            self.hub.publish("step", port.index, s)
 
     def busy_groups(self):
         return list(self.groups)

@@ -259,7 +259,8 @@ def test_decoder_on_the_stream_corpus_matches_cpython(tmp_path):
         if name.endswith(".jsonl"):  # a recorded session: its reads, at their times
             with open(os.path.join(caps, name)) as f:
                 rows = [json.loads(line) for line in f if line.strip()]
-            streams.append([["f", row["t_ms"], row["hex"]] for row in rows])
+            # the decoder takes integer ms ticks (a capture may hold fractional times)
+            streams.append([["f", int(row["t_ms"]), row["hex"]] for row in rows])
     assert len(streams) > 150, "no captures found in %s" % caps
     corpus = tmp_path / "streams.jsonl"
     corpus.write_text("".join(json.dumps(s) + "\n" for s in streams))

@@ -30,9 +30,7 @@ def test_device_code_knows_no_simulator():
     assert not bad, "device code must not ask whether it is simulated: %s" % bad
 
 
-# Known, owned elsewhere, to be moved (reported to the lead): the RV32 guest's benchmark imports
-# the plan corpus from host_tests/helpers. Any other file, or another import here, fails.
-KNOWN = {"tools/rv32/guest/budget.py": {"plan_corpus"}}
+KNOWN = {}  # no exceptions: every tool stands without host_tests/
 
 
 def test_no_tool_imports_a_test_helper():

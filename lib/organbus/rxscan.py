@@ -50,7 +50,7 @@ TAKE = const(0)  # run() modes: take data[:n] arriving at now (n == 0: an empty 
 IDLE = const(1)  # no byte came: the quiet rule, else the age rule
 FLUSH = const(2)  # end of input: abandon candidates until nothing is pending
 RESUME = const(3)  # go on after on_frame raised: drop the frame it had, finish the run
-_OLD = const(4)  # (internal) the age rule alone
+OLD = const(4)  # (internal) the age rule alone
 
 
 def memory(cap, handled, age, quiet):
@@ -134,7 +134,7 @@ if sys.implementation.name == "micropython":
                 else:
                     w[TBASE] = now
             elif mode == IDLE:
-                mode = _OLD
+                mode = OLD
                 if ((now - w[LAST]) << sh) >> sh >= w[QUIET]:
                     mode = FLUSH
             w[MODE] = mode

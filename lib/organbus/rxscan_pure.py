@@ -1,7 +1,7 @@
 # The pure-Python twin of organbus.rxscan's machine code, for CPython (never imported on a board).
 from organbus.crc16 import crc16_pure
-from organbus import rxscan
 from organbus.rxscan import (
+    OLD,
     ABANDONED,
     AGE,
     BADEOF,
@@ -95,7 +95,7 @@ def run(dec, mem, data, n, now, mode):
             else:
                 w[TBASE] = now
         elif mode == IDLE:
-            mode = FLUSH if ticks_diff(now, w[LAST]) >= w[QUIET] else rxscan._OLD
+            mode = FLUSH if ticks_diff(now, w[LAST]) >= w[QUIET] else OLD
         w[MODE] = mode
         w[D] = d
     age = w[AGE]

@@ -181,24 +181,21 @@ def organ_command():
 
 
 def scheduler():
-    from bench_master import _plan16
+    from bench_master import _Feeder, _Out, _plan16
     import master_fakes as mf
-    from master.body import Body
-    from master.registry import Registry
-    from master.scheduler import Scheduler
+    from master.body import build
     from organbus import plan
-    import plan_corpus as pc
 
     out = []
-    reg = Registry([0, 1], lambda port, f: out.append((port, f)), lambda e, p: None)
-    sched = Scheduler(reg.owner, lambda port, f: out.append((port, f)))
     now = [0]
-    body = Body(reg, sched, lambda: now[0])
+    body = build({0: _Out(out, 0), 1: _Out(out, 1)}, lambda: now[0])
+    reg = _Feeder(body)
+    feeds = reg.feeds  # the measured call is the Port's own feed (bytes in -> next COMMAND out)
     reg.feed(0, frame.encode(frame.DESCRIPTOR, mf.encode_descriptor(mf.led())), 0)
     reg.feed(1, frame.encode(frame.DESCRIPTOR, mf.encode_descriptor(mf.speaker())), 0)
     raw = json.dumps(_plan16())
 
-    validate, (_, problems, _) = _measure(plan.validate, raw, pc.CAPS)
+    validate, (_, problems, _) = _measure(plan.validate, raw, mf.menu_caps(mf.led(), mf.speaker()))
     assert problems == [], problems
     events = {}
     steps = []
@@ -206,21 +203,21 @@ def scheduler():
     for _ in range(3):
         del out[:]
         gc.collect()
-        n, (status, run) = count(body.submit, raw)
-        assert status == 200, run
+        n, (kind, run) = count(body.submit, raw)
+        assert kind == "accepted", run
         submits.append(n)
         while not run.finished:
             port, f = out.pop(0)
             if f[2] != frame.COMMAND:
                 continue
             name = str(bytes(f[6 : 6 + f[5]]), "utf-8")
-            n, _ = count(reg.feed, port, frame.RESP_OK_FRAME, now[0])
+            n, _ = count(feeds[port], frame.RESP_OK_FRAME, now[0])
             steps.append(n)
             if name in ("led_blink", "speak", "chime"):
                 ev = events.get(name)
                 if ev is None:
                     ev = events[name] = frame.encode(frame.EVENT, mf.command.encode_event(name, 0))
-                n, _ = count(reg.feed, port, ev, now[0])
+                n, _ = count(feeds[port], ev, now[0])
                 steps[-1] += n
         assert run.report()["ok"], run.report()
     return {
