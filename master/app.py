@@ -1,50 +1,47 @@
-# Wiring of the running master: links, registry, scheduler, Body, HTTP, console link or aiorepl.
+# Wiring of the running master: UART edges, the sans-IO body, event log, timer, HTTP links, console link or aiorepl.
 import asyncio
 import time
 
 from organbus import log
-from master.body import Body
-from master.link import Link
-from master.registry import Registry
-from master.scheduler import Scheduler
+from master import body as _body
+from master.hub import EventLog
+from master.uart import UartEdge
 
-TICK_MS = 20  # timer granularity: decoder idle (50 ms rule), 1 s timeouts, 15 s offline
+TICK_MS = 20  # longest timer sleep: decoder idle (50 ms rule), 1 s timeouts, 15 s offline
 
 body = None  # the live Body, for a developer at the REPL: `from master.app import body`
 
 
-def build(uarts, mode="two-port", note=None, max_steps=16):
-    """The Body and its Links for `uarts` ({port number: UART with timeout=0})."""
-    links = {}
-
-    def send(port, f):
-        links[port].send(f)
-
-    reg = Registry(sorted(uarts), send)
-    sched = Scheduler(reg.owner, send)
-    b = Body(reg, sched, time.ticks_ms, mode, max_steps, note)
+def build(uarts, mode="two-port", note=None, max_steps=16, emit=log.emit):
+    """(Body, {port: UartEdge}) for `uarts` ({port number: UART with timeout=0}); `emit`
+    writes the event log (None: no log)."""
+    edges = {}
     for i in sorted(uarts):
-        links[i] = Link(uarts[i], i, reg, busy=_busy(sched, i))
-    return b, links
+        edges[i] = UartEdge(uarts[i])
+    b = _body.build(edges, time.ticks_ms, mode, max_steps, note)
+    if emit is not None:
+        EventLog(b.hub, emit)
+    return b, edges
 
 
-def _busy(sched, port):
-    def busy():
-        return port in sched.outstanding
+def start(b, edges):
+    """The edges' reader and writer tasks, the boot DISCOVERs and the timer task."""
+    for p in b.ports:
+        edges[p.index].tasks(p)
+    b.start(time.ticks_ms())
+    return asyncio.create_task(_timer(b))
 
-    return busy
 
-
-async def _timer(b, links):
+async def _timer(b):
     while True:
+        wait = TICK_MS
         try:
-            now = time.ticks_ms()
-            for link in links.values():
-                link.drain(now)
-            b.tick(now)
+            w = b.poll(time.ticks_ms())
+            if w < wait:
+                wait = w
         except Exception as e:  # keep the timers alive; the error is on the log
             log.emit("error", [("where", "timer"), ("error", repr(e))])
-        await asyncio.sleep_ms(TICK_MS)
+        await asyncio.sleep_ms(wait)
 
 
 async def run(
@@ -60,30 +57,29 @@ async def run(
     """Run the master for ever. `http`: (host, port) or None; `console`: "link" puts the
     JSON-lines link on stdin/stdout, "repl" starts aiorepl when installed, None neither."""
     global body
-    b, links = build(uarts, mode, note, max_steps)
+    b, edges = build(uarts, mode, note, max_steps)
     body = b
     pairs = [("ports", sorted(uarts)), ("mode", mode)]
     if note:
         pairs.append(("note", note))
     log.emit("boot", pairs)
-    for link in links.values():
-        link.tasks()
-    b.registry.start(time.ticks_ms())
-    asyncio.create_task(_timer(b, links))
+    start(b, edges)
     if http:
         try:
             await start_http(b, http[0], http[1], http_config)
         except Exception as e:  # the body keeps running without its HTTP link
             log.emit("http_failed", [("host", http[0]), ("port", http[1]), ("error", repr(e))])
     if console == "link":
-        from master import console as _console
+        from master import jsonlines
 
-        await _console.serve(b)
+        await jsonlines.serve(b)
         return
     if console == "repl":
         try:
             import aiorepl
-        except ImportError:
+        except ImportError as e:
+            if "aiorepl" not in str(e):
+                raise  # a bug inside an installed aiorepl is not its absence
             aiorepl = None
             log.emit("repl", [("available", False), ("why", "aiorepl is not installed")])
         if aiorepl:
@@ -94,12 +90,19 @@ async def run(
         await asyncio.sleep_ms(60000)
 
 
-async def start_http(b, host, port, config=None):
-    from master import bodyproto, httpd, mcp
+def http_routes(b):
+    """Every HTTP route of the master: its own, MCP, Body Protocol."""
+    from master import bodyproto, mcp, routes
 
-    routes = b.routes()
-    routes.update(mcp.routes(b))
-    routes.update(bodyproto.routes(b))
-    server = await httpd.serve(routes, host, port, config or {})
+    table = routes.routes(b)
+    table.update(mcp.routes(b))
+    table.update(bodyproto.routes(b))
+    return table
+
+
+async def start_http(b, host, port, config=None):
+    from master import httpd
+
+    server = await httpd.serve(http_routes(b), host, port, config or {})
     log.emit("http", [("host", host), ("port", getattr(server, "port", port))])
     return server

@@ -1,133 +1,151 @@
-# The Body facade every link uses: menu, status, execute a plan, speak_ready (docs/DESIGN.md).
-try:
-    import asyncio
-except ImportError:  # pragma: no cover
-    asyncio = None
+# The Body facade every link uses (menu, status, check/submit/execute a plan, speak_ready) and the
+# sans-IO master's wiring (`build`).
+#
+# One plan path for every link: raw bytes (or a plan built in code by `plan.one_step`) ->
+# `plan.parse` (the strict reader, the one size limit `plan.MAX_PLAN_BYTES`) -> `plan.check`
+# against the live capabilities -> the scheduler. The Body says what happened as an outcome
+# kind (master/outcome.py); only the links choose a status code for it (master/routes.py).
+import asyncio
 
 from organbus import menu as _menu
 from organbus import plan as _plan
 from organbus.ticks import ticks_diff
 
+from master.hub import Hub
+from master.outcome import ACCEPTED, PROBLEMS, REPORT, TOO_LARGE, UNREADABLE  # noqa: F401
+from master.owners import Owners
+from master.port import Port
+from master.registry import Registry
+from master.scheduler import Scheduler
+from master.status import Status
+
+_FAR_MS = 60000
 SPEAK_FRESH_MS = 3000  # speak_ready wants a frame from the speaker this recently (heartbeat 1 s)
 
 
-class Body:
-    """The live body: a Registry and a Scheduler joined, read through `clock()` (ms ticks)."""
+def build(txs, clock, mode="two-port", max_steps=16, note=None, hub=None):
+    """The sans-IO master over `txs` ({port number: tx with send(frame) and expect()}), in
+    dependency order: every object gets what it calls in its constructor."""
+    if hub is None:
+        hub = Hub()
+    owners = Owners()
+    scheduler = Scheduler(owners, hub)
+    indexes = sorted(txs)
+    registry = Registry(indexes, owners, scheduler, hub)
+    ports = [Port(i, txs[i], registry, hub) for i in indexes]
+    status = Status(ports, registry, scheduler, hub, clock, mode, note)
+    return Body(ports, registry, owners, scheduler, status, hub, clock, max_steps)
 
-    def __init__(self, registry, scheduler, clock, mode="two-port", max_steps=16, note=None):
+
+class Body:
+    """The live body: its ports, registry, owners, scheduler and status, read through `clock()`."""
+
+    def __init__(self, ports, registry, owners, scheduler, status, hub, clock, max_steps=16):
+        self.ports = ports
         self.registry = registry
+        self.owners = owners
         self.scheduler = scheduler
+        self.report = status
+        self.hub = hub
         self.clock = clock
-        self.mode = mode
-        self.note = note
         self.max_steps = max_steps
-        self.t0 = clock()
-        self.accepted = self.refused = 0
+        self.mode = status.mode
         self._menu = None
         self._menu_version = -1
-        registry.on_resp = scheduler.on_resp
-        registry.on_event = scheduler.on_event
-        registry.on_offline = scheduler.on_offline
 
-    def tick(self, now=None):
-        """Timers: decoder idle, offline detection, COMMAND_RESP timeouts, group releases."""
+    def port(self, index):
+        for p in self.ports:
+            if p.index == index:
+                return p
+        raise KeyError(index)
+
+    def start(self, now=None):
+        """Boot: DISCOVER on every organ port."""
         if now is None:
             now = self.clock()
-        self.registry.tick(now)
-        self.scheduler.poll(now)
+        for p in self.ports:
+            p.start(now)
+
+    def poll(self, now=None):
+        """Every timer of the master (ports: quiet line; registry: offline; scheduler:
+        timeouts, group releases); returns ms until the next is due."""
+        if now is None:
+            now = self.clock()
+        # in this order: frames a quiet line releases first, then the offline rule, then the
+        # timeouts (a COMMAND_RESP the decoder still held is never judged late)
+        wait = _FAR_MS
+        for p in self.ports:
+            w = p.poll(now)
+            if w < wait:
+                wait = w
+        w = self.registry.poll(now)
+        if w < wait:
+            wait = w
+        w = self.scheduler.poll(now)
+        if w < wait:
+            wait = w
+        return wait
+
+    @property
+    def refused(self):
+        return self.report.rejected
+
+    @property
+    def accepted(self):
+        return self.report.accepted()
 
     def menu(self):
-        if self._menu_version != self.registry.version or self._menu is None:
-            self._menu = _menu.build_menu(self.registry.capabilities(), self.max_steps)
-            self._menu_version = self.registry.version
+        """The section 8 menu with plan_schema (built on a menu change, for GET /menu)."""
+        if self._menu_version != self.owners.version or self._menu is None:
+            self._menu = _menu.build_menu(self.owners.capabilities(), self.max_steps)
+            self._menu_version = self.owners.version
         return self._menu
 
-    def check(self, raw):
-        """(http_status, plan, problems, notes) without running anything."""
+    def check(self, raw, dups=()):
+        """(kind, plan, problems, notes) without running anything. `raw`: the plan's bytes or
+        text, or a plan object (built in code by `plan.one_step`, or read strictly by a link,
+        which passes the duplicate keys it saw as `dups`)."""
         if isinstance(raw, (bytes, bytearray, memoryview, str)):
             try:
-                obj, dups = _plan.parse(raw)
+                raw, dups = _plan.parse(raw)
             except _plan.TooLarge as e:
-                return 413, None, [e.msg], []
+                return TOO_LARGE, None, [e.msg], []
             except _plan.ParseError as e:
-                return 400, None, [e.msg], []
-        else:
-            obj, dups = raw, ()
-        caps = self.registry.capabilities()
-        p, problems, notes = _plan.check(obj, caps, dups, self.max_steps)
-        return (422 if problems else 200), p, problems, notes
+                return UNREADABLE, None, [e.msg], []
+        p, problems, notes = _plan.check(raw, self.owners.capabilities(), dups, self.max_steps)
+        return (PROBLEMS if problems else ACCEPTED), p, problems, notes
 
-    def submit(self, raw, on_accept=None, on_done=None):
-        """Sans-IO execute: (status, Run) when accepted, (status, {"problems"...}) when not."""
-        status, p, problems, notes = self.check(raw)
+    def submit(self, raw, on_accept=None, on_done=None, dups=()):
+        """Sans-IO execute: (ACCEPTED, Run) or (PROBLEMS | UNREADABLE | TOO_LARGE, {"problems",
+        "notes"})."""
+        kind, p, problems, notes = self.check(raw, dups)
         if problems:
-            self.refused += 1
-            return status, {"problems": problems, "notes": notes}
-        self.accepted += 1
-        return 200, self.scheduler.submit(p, notes, self.clock(), on_accept, on_done)
+            self.hub.publish("rejected", None, problems)
+            return kind, {"problems": problems, "notes": notes}
+        return ACCEPTED, self.scheduler.submit(p, notes, self.clock(), on_accept, on_done)
 
-    async def execute(self, raw, on_accept=None):
-        """(200, report) once every step has its final status; (4xx, {"problems": [...]})."""
+    async def execute(self, raw, on_accept=None, dups=()):
+        """(REPORT, report) once every step has its final status, else (kind, {"problems"})."""
         ev = asyncio.Event()
-        status, run = self.submit(raw, on_accept, lambda r: ev.set())
-        if status != 200:
-            return status, run
+        kind, run = self.submit(raw, on_accept, lambda r: ev.set(), dups)
+        if kind != ACCEPTED:
+            return kind, run
         if not run.finished:
             await ev.wait()
-        return 200, run.report()
+        return REPORT, run.report()
 
     def speak_ready(self):
         """True when a plan with `speak` would reach a live speaker now (Body Protocol /status)."""
-        own = self.registry.owner("speak")
+        own = self.owners.owner("speak")
         if own is None:
             return False
         port, cap, _ = own
-        p = self.registry.port(port)
-        if p.last_rx is None or ticks_diff(self.clock(), p.last_rx) > SPEAK_FRESH_MS:
+        if port.last_rx is None or ticks_diff(self.clock(), port.last_rx) > SPEAK_FRESH_MS:
             return False
         group = cap["resource_group"]
         return not group or self.scheduler.queued(group) < self.max_steps
 
     def status(self):
-        now = self.clock()
-        organs, ports = self.registry.status(now)
-        s = {
-            "protocol": 3,
-            "uptime_ms": ticks_diff(now, self.t0),
-            "mode": self.mode,
-            "organ_ports": [p.index for p in self.registry.ports],
-            "organs": organs,
-            "ports": ports,
-            "plans": {
-                "accepted": self.accepted,
-                "refused": self.refused,
-                "running": len(self.scheduler.runs),
-                "commands_sent": self.scheduler.sent,
-                "stray_resps": self.scheduler.stray_resps,
-                "stray_events": self.registry.stray_events,
-            },
-            "busy_groups": self.scheduler.busy_groups(),
-            "speak_ready": self.speak_ready(),
-        }
-        if self.note:
-            s["note"] = self.note
-        return s
-
-    def routes(self):
-        """The master's own HTTP routes for master.httpd.serve."""
-
-        async def get_menu(req):
-            return 200, self.menu(), None
-
-        async def post_plan(req):
-            status, obj = await self.execute(req.body)
-            return status, obj, None
-
-        async def get_status(req):
-            return 200, self.status(), None
-
-        return {
-            ("GET", "/menu"): get_menu,
-            ("POST", "/plan"): post_plan,
-            ("GET", "/status"): get_status,
-        }
+        doc = self.report.document(self.clock())
+        doc["speak_ready"] = self.speak_ready()
+        return doc

@@ -1,6 +1,11 @@
 # Body Protocol v1 routes (POST /status /speak /look /express): honest answers, never a fake 200.
 import asyncio
 
+from organbus.plan import one_step
+
+from master.outcome import PROBLEMS, REPORT
+from master.routes import STATUS
+
 LOOK_TEXT = "This body has no camera: it cannot see anything."
 
 # HTTP status for a step that did not get accepted by its organ, by final step status.
@@ -10,18 +15,6 @@ _WHY = {
     "timeout": "the organ did not answer in time",
     "offline": "the organ went offline",
 }
-
-
-def one_step_plan(action, params):
-    """A plan of one step (PROTOCOL.md section 8): how a link runs a single ability."""
-    step = {"task_id": "t1", "action": action, "params": params, "priority": 5, "depends_on": []}
-    return {
-        "heard_req": 0,
-        "steps": [step],
-        "can_execute": True,
-        "missing": [],
-        "response": "",
-    }
 
 
 def _names(menu):
@@ -41,7 +34,7 @@ def express_action(menu, emotion):
     c = caps.get("express")
     if c is not None:
         ps = c.get("params") or []
-        if len(ps) == 1 and ps[0]["name"] == "emotion" and ps[0]["type"] in ("string", "text"):
+        if len(ps) == 1 and ps[0]["name"] == "emotion" and ps[0]["type"] == "string":
             return "express", {"emotion": emotion}
     return None
 
@@ -52,7 +45,7 @@ class BodyProtocol:
     def __init__(self, body):
         self.body = body
         self.running = []  # plans still playing after their answer was sent
-        self.last_report = None  # (status, report) of the last plan that ended
+        self.last_report = None  # (HTTP status, report) of the last plan that ended
 
     async def status(self, req):
         return 200, {"online": bool(self.body.speak_ready())}, None
@@ -97,7 +90,7 @@ class BodyProtocol:
 
         The plan keeps running after the answer (speech plays on); its report is kept
         in `last_report` when it ends."""
-        plan = one_step_plan(action, params)
+        plan = one_step(action, params)
         answered = asyncio.Event()
         ended = asyncio.Event()
         seen = []
@@ -109,7 +102,8 @@ class BodyProtocol:
 
         async def run():
             try:
-                r = await self.body.execute(plan, on_accept)
+                kind, out = await self.body.execute(plan, on_accept)
+                r = (STATUS[kind], out)
             except Exception as e:
                 r = (500, {"error": "internal error: %r" % e})
             self.last_report = r
@@ -133,10 +127,10 @@ class BodyProtocol:
                 None,
             )
         code, out = self.last_report
-        if code == 422:
+        if code == STATUS[PROBLEMS]:
             problems = out.get("problems", [])
-            return 422, {"error": "; ".join(problems), "problems": problems}, None
-        if code != 200:
+            return code, {"error": "; ".join(problems), "problems": problems}, None
+        if code != STATUS[REPORT]:
             return code, out, None
         step = (out.get("steps") or [{}])[0]
         status = step.get("status")

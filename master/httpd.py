@@ -4,8 +4,10 @@
 # keep-alive connection would hold one of them for nothing. A connection gets, in order:
 # a connection slot (total and per client), its head within `header_timeout_ms`, a rate
 # token, an Origin check, the bearer token, a route, a body within `max_body` and
-# `body_timeout_ms`, a JSON parse, and only then the handler. Every refusal is answered
-# with a status and a specific reason; no handler runs for a refused request.
+# `body_timeout_ms`, and only then the handler. The body is parsed only when a handler asks
+# (`req.json`, the strict reader organbus.jsonread; `/plan` hands the raw bytes to the Body,
+# which parses them once). Every refusal is answered with a status and a specific reason; no
+# handler runs for a request refused before it.
 import asyncio
 import gc
 import json
@@ -13,6 +15,9 @@ import sys
 import time
 
 from micropython import const
+
+from organbus import jsonread
+from organbus.plan import MAX_PLAN_BYTES
 
 _MP = sys.implementation.name == "micropython"
 _READ = const(512)
@@ -30,10 +35,15 @@ _LOW_MEMORY = (
 
 DEFAULTS = {
     "token": None,  # bearer token; None or "" means no authentication
-    "max_body": 4096,  # bytes; more gets 413
+    "max_body": MAX_PLAN_BYTES,  # bytes; more gets 413 (the one plan limit, for every route)
     "max_head": 2048,  # request line plus headers; more gets 431
     "max_conns": 5,  # connections served at once, all clients together
     "max_conns_per_client": 3,  # connections served at once for one client address
+    # A connection still sending its head or body this long after it came gives its slot to a
+    # new client when every slot (or the client's own share) is taken and the new client has
+    # no request of its own still arriving: slow clients can never lock the others out (the
+    # oldest slow one is answered 408 and closed).
+    "reclaim_ms": 200,
     "rate_per_s": 10,  # requests per second per client address, sustained
     "rate_burst": 30,  # requests per client address in a burst
     # Never rate limited: loopback, where only the simulation's own tools live (a board
@@ -80,27 +90,61 @@ else:
         return a - b
 
 
-class HttpError(Exception):
-    """A refusal before the handler: status, reason, extra headers."""
+_BODY_RECLAIMED = b'{"error": "request not received in time while other clients waited"}'
+_RECLAIMED = (
+    b"HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\n"
+    b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(_BODY_RECLAIMED)
+) + _BODY_RECLAIMED
 
-    def __init__(self, status, reason, headers=None):
+
+class HttpError(Exception):
+    """A refusal: status, reason, extra headers (and `problems`, listed in the answer too)."""
+
+    def __init__(self, status, reason, headers=None, problems=None):
         super().__init__(reason)
         self.status = status
         self.reason = reason
         self.headers = headers
+        self.problems = problems
+
+    def payload(self):
+        d = {"error": self.reason}
+        if self.problems is not None:
+            d["problems"] = self.problems
+        return d
+
+
+_UNREAD = object()
 
 
 class Request:
-    """What a handler gets: `method path query headers body json client`."""
+    """What a handler gets: `method path query headers content json client` (`content`: the
+    request body's bytes; "body" in master/ is the Body facade)."""
 
     def __init__(self, method, path, query, headers, client):
         self.method = method
         self.path = path
         self.query = query
         self.headers = headers  # lower-case name -> str
-        self.body = b""
-        self.json = None  # parsed body; None when the body is empty
+        self.content = b""
         self.client = client  # peer address as a string ("127.0.0.1")
+        self.json_dups = ()  # duplicate keys the strict read of the body found: (path, key)
+        self._json = _UNREAD
+
+    @property
+    def json(self):
+        """The body as JSON, read strictly on first use (None when the body is empty); a body
+        that is not JSON raises HttpError(400), answered by the server."""
+        if self._json is _UNREAD:
+            if not self.content:
+                self._json = None
+            else:
+                try:
+                    self._json, self.json_dups = jsonread.read(self.content)
+                except jsonread.JsonError as e:
+                    why = "body: not JSON: %s" % e.msg
+                    raise HttpError(400, why, None, [why])
+        return self._json
 
 
 def client_address(peer):
@@ -147,31 +191,52 @@ def parse_head(head, max_headers=32):
 
 
 class RateLimiter:
-    """Token bucket per client address; tokens kept in thousandths, integers only."""
+    """Token bucket per client address; tokens kept in thousandths, integers only.
+
+    The table keeps `clients` addresses. It never fails open: a new address takes the place of
+    a bucket that has refilled to the brim (forgetting it changes nothing), and when every
+    bucket is still in use, new addresses share one overflow bucket with the same rate and
+    burst, so rotating addresses buys no more than one client gets."""
 
     def __init__(self, rate_per_s, burst, clients=_RATE_CLIENTS):
         self.rate = max(1, int(rate_per_s))  # thousandths of a token per ms
         self.cap = max(1, int(burst)) * 1000
         self.clients = clients
         self.buckets = {}  # address -> [milli-tokens, last ms]
+        self.overflow = None  # the bucket every address beyond a full table shares
+
+    def _refill(self, b, now):
+        dt = _diff(now, b[1])
+        if dt > 0:
+            b[0] = min(self.cap, b[0] + min(dt, 3600000) * self.rate)
+            b[1] = now
+
+    def _bucket(self, addr, now):
+        b = self.buckets.get(addr)
+        if b is not None:
+            self._refill(b, now)
+            return b
+        if len(self.buckets) >= self.clients:
+            full = None
+            for k in self.buckets:
+                self._refill(self.buckets[k], now)
+                if self.buckets[k][0] >= self.cap:
+                    full = k
+                    break
+            if full is None:
+                if self.overflow is None:
+                    self.overflow = [self.cap, now]
+                else:
+                    self._refill(self.overflow, now)
+                return self.overflow
+            del self.buckets[full]
+        b = [self.cap, now]
+        self.buckets[addr] = b
+        return b
 
     def take(self, addr, now):
         """0 when the request may go on, else the seconds to wait (Retry-After)."""
-        b = self.buckets.get(addr)
-        if b is None:
-            if len(self.buckets) >= self.clients:
-                oldest = None
-                for k in self.buckets:
-                    if oldest is None or _diff(self.buckets[k][1], self.buckets[oldest][1]) < 0:
-                        oldest = k
-                del self.buckets[oldest]
-            b = [self.cap, now]
-            self.buckets[addr] = b
-        else:
-            dt = _diff(now, b[1])
-            if dt > 0:
-                b[0] = min(self.cap, b[0] + min(dt, 3600000) * self.rate)
-                b[1] = now
+        b = self._bucket(addr, now)
         if b[0] >= 1000:
             b[0] -= 1000
             return 0
@@ -189,19 +254,19 @@ def _tokens_equal(a, b):
 
 
 def response_parts(status, payload=None, headers=None):
-    """(head bytes, body bytes) of a response; dict/list payloads become JSON. Kept apart
-    so a large body is never copied once more just to join it to its head."""
+    """(head bytes, content bytes) of a response; dict/list payloads become JSON. Kept apart
+    so large content is never copied once more just to join it to its head."""
     ctype = "application/json"
     if payload is None:
-        body = b""
+        content = b""
     elif isinstance(payload, (bytes, bytearray)):
-        body = payload
+        content = payload
         ctype = "application/octet-stream"
     elif isinstance(payload, str):
-        body = payload.encode()
+        content = payload.encode()
         ctype = "text/plain; charset=utf-8"
     else:
-        body = json.dumps(payload).encode()
+        content = json.dumps(payload).encode()
     out = ["HTTP/1.1 %d %s\r\n" % (status, REASONS.get(status, "Status"))]
     have_ctype = False
     if headers:
@@ -209,16 +274,16 @@ def response_parts(status, payload=None, headers=None):
             if k.lower() == "content-type":
                 have_ctype = True
             out.append("%s: %s\r\n" % (k, headers[k]))
-    if body and not have_ctype:
+    if content and not have_ctype:
         out.append("Content-Type: %s\r\n" % ctype)
-    out.append("Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body))
-    return "".join(out).encode(), body
+    out.append("Content-Length: %d\r\nConnection: close\r\n\r\n" % len(content))
+    return "".join(out).encode(), content
 
 
 def encode_response(status, payload=None, headers=None):
     """Bytes of a whole response (tests and small answers)."""
-    head, body = response_parts(status, payload, headers)
-    return head + bytes(body)
+    head, content = response_parts(status, payload, headers)
+    return head + bytes(content)
 
 
 class HttpServer:
@@ -238,6 +303,8 @@ class HttpServer:
         self.limiter = RateLimiter(cfg["rate_per_s"], cfg["rate_burst"])
         self.active = 0
         self.per_client = {}
+        self.conns = []  # [task, client, tick it came or None once read whole, reclaimed]
+        self.reclaimed = 0  # slow connections closed to give their slot to a new client
         self.counts = {}
         self.errors = 0  # handler exceptions (answered 500)
         self.low_memory = 0  # requests answered 503 for want of heap
@@ -247,6 +314,7 @@ class HttpServer:
     def stats(self):
         return {
             "active": self.active,
+            "reclaimed": self.reclaimed,
             "responses": dict(self.counts),
             "errors": self.errors,
             "low_memory": self.low_memory,
@@ -262,11 +330,11 @@ class HttpServer:
 
     async def _send(self, writer, status, payload=None, headers=None):
         self.counts[status] = self.counts.get(status, 0) + 1
-        head, body = response_parts(status, payload, headers)
+        head, content = response_parts(status, payload, headers)
         payload = None
         writer.write(head)
-        if body:
-            writer.write(body)
+        if content:
+            writer.write(content)
         await asyncio.wait_for(writer.drain(), self.cfg["write_timeout_ms"] / 1000)
 
     async def _read_head(self, reader):
@@ -324,7 +392,7 @@ class HttpServer:
             return False
         return _tokens_equal(got[7:].strip(), token)
 
-    async def _handle(self, reader, writer, addr):
+    async def _handle(self, reader, writer, addr, rec):
         cfg = self.cfg
         try:
             head, rest = await asyncio.wait_for(
@@ -380,24 +448,16 @@ class HttpServer:
                 writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
                 await asyncio.wait_for(writer.drain(), cfg["write_timeout_ms"] / 1000)
             try:
-                req.body = await asyncio.wait_for(
+                req.content = await asyncio.wait_for(
                     self._read_body(reader, rest, n), cfg["body_timeout_ms"] / 1000
                 )
             except asyncio.TimeoutError:
                 await self._send(writer, 408, {"error": "request body not received in time"})
                 return
-            try:
-                req.json = json.loads(req.body.decode())
-            except MemoryError:
-                raise
-            except Exception as e:
-                # `problems` too, so /plan clients see the shape of every other refusal.
-                why = "body: not JSON: %s" % e
-                await self._send(writer, 400, {"error": why, "problems": [why]})
-                return
+        rec[2] = None  # read whole: from here on the slot is not reclaimable
         try:
             result = await handler(req)
-        except MemoryError:
+        except (MemoryError, HttpError):
             raise
         except Exception as e:
             self.errors += 1
@@ -408,12 +468,58 @@ class HttpServer:
         extra = result[2] if len(result) > 2 else None
         await self._send(writer, status, payload, extra)
 
-    async def _conn(self, reader, writer):
-        addr = client_address(writer.get_extra_info("peername"))
-        if (
+    def _release(self, rec):
+        self.active -= 1
+        addr = rec[1]
+        left = self.per_client.get(addr, 1) - 1
+        if left > 0:
+            self.per_client[addr] = left
+        else:
+            self.per_client.pop(addr, None)
+
+    def _reclaim(self, addr, now):
+        """Close the oldest connection (of `addr`, or of anyone) still sending its request
+        after reclaim_ms, to free its slot; True when one was."""
+        oldest = None
+        for rec in self.conns:
+            if rec[2] is None or rec[3] or (addr is not None and rec[1] != addr):
+                continue
+            if _diff(now, rec[2]) < self.cfg["reclaim_ms"]:
+                continue
+            if oldest is None or _diff(rec[2], oldest[2]) < 0:
+                oldest = rec
+        if oldest is None:
+            return False
+        oldest[3] = True
+        self._release(oldest)
+        self.reclaimed += 1
+        oldest[0].cancel()
+        return True
+
+    def _reading(self, addr):
+        # True when `addr` has a connection still sending its request
+        for rec in self.conns:
+            if rec[1] == addr and rec[2] is not None and not rec[3]:
+                return True
+        return False
+
+    def _full(self, addr):
+        return (
             self.active >= self.cfg["max_conns"]
             or self.per_client.get(addr, 0) >= self.cfg["max_conns_per_client"]
-        ):
+        )
+
+    async def _conn(self, reader, writer):
+        addr = client_address(writer.get_extra_info("peername"))
+        now = _ticks()
+        if self.per_client.get(addr, 0) >= self.cfg["max_conns_per_client"]:
+            self._reclaim(addr, now)  # its own share: its own oldest slow request goes
+        if self.active >= self.cfg["max_conns"] and not self._reading(addr):
+            # every slot taken: a client with no request of its own still arriving takes the
+            # slot of the oldest slow one (slow clients cannot take each other's, so they
+            # cannot keep every slot young by coming back)
+            self._reclaim(None, now)
+        if self._full(addr):
             try:
                 await self._send(
                     writer, 503, {"error": "too many connections, try again"}, {"Retry-After": "1"}
@@ -425,15 +531,17 @@ class HttpServer:
             return
         self.active += 1
         self.per_client[addr] = self.per_client.get(addr, 0) + 1
+        rec = [asyncio.current_task(), addr, now, False]
+        self.conns.append(rec)
         try:
             try:
                 if _HAS_MEM_FREE and gc.mem_free() < self.cfg["min_free"]:
                     gc.collect()
                     if gc.mem_free() < self.cfg["min_free"]:
                         raise MemoryError
-                await self._handle(reader, writer, addr)
+                await self._handle(reader, writer, addr, rec)
             except HttpError as e:
-                await self._send(writer, e.status, {"error": e.reason}, e.headers)
+                await self._send(writer, e.status, e.payload(), e.headers)
                 await self._linger(reader, self.cfg["max_body"] + self.cfg["max_head"])
             except MemoryError:
                 self.low_memory += 1
@@ -441,18 +549,25 @@ class HttpServer:
                 writer.write(_LOW_MEMORY)
                 await asyncio.wait_for(writer.drain(), self.cfg["write_timeout_ms"] / 1000)
                 await self._linger(reader, self.cfg["max_body"] + self.cfg["max_head"])
+        except asyncio.CancelledError:
+            if not rec[3]:
+                raise  # the server is being stopped
+            # reclaimed (its slot went to a new client): say so if the socket still takes it
+            self.counts[408] = self.counts.get(408, 0) + 1
+            try:
+                writer.write(_RECLAIMED)
+            except Exception:
+                pass
         except (EOFError, OSError, asyncio.TimeoutError, MemoryError):
             pass  # the client went away or would not take the answer
         except Exception as e:
             self.errors += 1
             _print_exc(e)
         finally:
-            self.active -= 1
-            left = self.per_client.get(addr, 1) - 1
-            if left > 0:
-                self.per_client[addr] = left
-            else:
-                self.per_client.pop(addr, None)
+            if rec in self.conns:
+                self.conns.remove(rec)
+            if not rec[3]:
+                self._release(rec)
             await _close(writer)
 
 

@@ -8,7 +8,10 @@ import json
 
 from micropython import const
 
-from master.bodyproto import one_step_plan
+from organbus.menu import param_schema
+from organbus.plan import one_step
+
+from master.outcome import PROBLEMS, REPORT
 
 # Handshake-era revisions whose transport is Streamable HTTP, newest first.
 PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26")
@@ -32,27 +35,6 @@ _FAILED = {
     "stopped": "the organ stopped before finishing",
     "skipped": "the step was skipped",
 }
-
-
-def param_schema(p):
-    """JSON Schema of one descriptor param (int, float, bool, string/text)."""
-    t = p.get("type")
-    if t == "int":
-        s = {"type": "integer", "minimum": p["min"], "maximum": p["max"]}
-    elif t == "float":
-        s = {"type": "number", "minimum": p["min"], "maximum": p["max"]}
-    elif t == "bool":
-        s = {"type": "boolean"}
-    elif t in ("string", "text"):
-        # The descriptor bounds text in UTF-8 bytes; maxLength counts characters, and
-        # a character is at least one byte, so the organ's truncation still applies.
-        s = {"type": "string", "minLength": p["min"], "maxLength": p["max"]}
-    else:
-        s = {}
-    unit = p.get("unit")
-    if unit:
-        s["description"] = "unit: %s" % unit
-    return s
 
 
 def tool_for(cap):
@@ -126,25 +108,27 @@ class McpServer:
                 None,
             )
         version = want or "2025-03-26"
-        msg = req.json
+        msg = req.json  # parsed here, strictly, on first use (master/httpd.py Request.json)
+        dups = getattr(req, "json_dups", ())
         if isinstance(msg, list):
             if not msg:
                 return 400, _error(None, INVALID_REQUEST, "empty JSON-RPC batch"), None
             out = []
-            for m in msg:
-                r = await self.dispatch(m, version)
+            for i, m in enumerate(msg):
+                r = await self.dispatch(m, version, _arg_dups(dups, "[%d].params.arguments" % i))
                 if r is not None:
                     out.append(r)
             return (200, out, None) if out else (202, None, None)
         if msg is None:
             return 400, _error(None, INVALID_REQUEST, "empty body: send one JSON-RPC message"), None
-        r = await self.dispatch(msg, version)
+        r = await self.dispatch(msg, version, _arg_dups(dups, "params.arguments"))
         if r is None:
             return 202, None, None
         return 200, r, None
 
-    async def dispatch(self, msg, version):
-        """One JSON-RPC message -> response dict, or None for notifications and responses."""
+    async def dispatch(self, msg, version, dups=()):
+        """One JSON-RPC message -> response dict, or None for notifications and responses.
+        `dups`: duplicate keys the strict read found in its tool arguments, as plan paths."""
         if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0":
             return _error(
                 None, INVALID_REQUEST, 'not a JSON-RPC 2.0 message (need "jsonrpc": "2.0")'
@@ -174,7 +158,7 @@ class McpServer:
             if method == "tools/list":
                 return _result(mid, {"tools": tools(self.body.menu())})
             if method == "tools/call":
-                return await self.call_tool(mid, params, version)
+                return await self.call_tool(mid, params, version, dups)
         except MemoryError:
             raise  # the server answers 503 with a prebuilt response
         except Exception as e:
@@ -196,7 +180,7 @@ class McpServer:
             "instructions": INSTRUCTIONS,
         }
 
-    async def call_tool(self, mid, params, version):
+    async def call_tool(self, mid, params, version, dups=()):
         name = params.get("name")
         args = params.get("arguments")
         names = self.tool_names()
@@ -217,10 +201,10 @@ class McpServer:
                 "arguments of %r must be an object; available tools: %s" % (name, listed),
                 {"tools": names},
             )
-        plan = one_step_plan(name, args)
+        plan = one_step(name, args)
         self.calls += 1
-        status, out = await self.body.execute(plan)
-        if status == 422:
+        kind, out = await self.body.execute(plan, None, dups)
+        if kind == PROBLEMS:
             problems = out.get("problems", [])
             return _error(
                 mid,
@@ -229,8 +213,8 @@ class McpServer:
                 % (name, "; ".join(problems), listed),
                 {"problems": problems, "tools": names},
             )
-        if status != 200:
-            return _error(mid, INTERNAL_ERROR, "the master answered %d: %s" % (status, out))
+        if kind != REPORT:
+            return _error(mid, INTERNAL_ERROR, "the master answered %s: %s" % (kind, out))
         steps = out.get("steps") or [{"action": name, "status": "missing from report"}]
         lines = [_summary(s) for s in steps]
         for n in out.get("notes", ()):
@@ -247,6 +231,15 @@ class McpServer:
         if version != "2025-03-26":
             result["structuredContent"] = out
         return _result(mid, result)
+
+
+def _arg_dups(dups, prefix):
+    # duplicate keys inside a tools/call's arguments, named as the one-step plan's params
+    out = []
+    for path, k in dups:
+        if path == prefix or path.startswith(prefix + ".") or path.startswith(prefix + "["):
+            out.append(("steps[0].params" + path[len(prefix) :], k))
+    return out
 
 
 def routes(body):

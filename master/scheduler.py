@@ -3,14 +3,18 @@
 # Steps start when every step they depend on finished well; among ready steps higher priority
 # first (then older plan, then plan order); one resource group never overlaps itself; one
 # COMMAND is outstanding per link, answered within RESP_TIMEOUT_MS or the step is `timeout`.
-# Times are ms ticks passed in; COMMAND frames leave through send(port, frame_bytes).
+# Times are ms ticks passed in; a COMMAND leaves through its owner's Port (`port.command`),
+# and every step's dispatch and end is published on the hub ("step"), every finished plan
+# too ("plan"). `poll(now)` runs the timeouts and returns ms until the next one is due.
 from micropython import const
 
 from organbus import command
 from organbus import frame
 from organbus.ticks import ticks_diff
 
-RESP_TIMEOUT_MS = const(1000)
+from master.port import RESP_TIMEOUT_MS
+
+_IDLE_MS = const(60000)  # poll's answer with nothing in flight
 SETTLE_MS = const(250)  # after a timeout the link stays quiet this long: a late answer is not
 # taken for the next COMMAND's (the wire has no sequence numbers)
 
@@ -117,18 +121,18 @@ def command_frame(cap, params):
 
 
 class Scheduler:
-    """owner(name) -> (port, capability, module_id) or None; send(port, frame_bytes)."""
+    """`owners.owner(name) -> (Port, capability, module_id) | None`; `hub` hears every step."""
 
-    def __init__(self, owner, send):
-        self.owner = owner
-        self.send = send
+    def __init__(self, owners, hub):
+        self.owner = owners.owner
+        self.hub = hub
         self.runs = []
-        self.outstanding = {}  # port -> Step awaiting COMMAND_RESP
+        self.outstanding = {}  # Port -> Step awaiting COMMAND_RESP
         self.groups = {}  # resource group -> Step holding it
         self._seq = 0
         self.stray_resps = 0
         self.sent = 0
-        self.late = {}  # port -> (timed-out Step, tick of its timeout) during SETTLE_MS
+        self.late = {}  # Port -> (timed-out Step, tick of its timeout) during SETTLE_MS
         self._frames = {}  # name -> (capability, COMMAND frame) of abilities without params
 
     # -- inputs ----------------------------------------------------------------------------
@@ -138,6 +142,7 @@ class Scheduler:
         self._seq += 1
         run = Run(self._seq, plan, notes, on_accept, on_done)
         if run.finished:
+            self.hub.publish("plan", None, run)
             if on_done:
                 on_done(run)
             return run
@@ -168,6 +173,7 @@ class Scheduler:
             self._finish(s, REFUSED, now, True)
         elif self._continuous(s):
             s.status = RUNNING  # its COMMAND_RESP tick is t_sent + ms
+            self.hub.publish("step", s.port.index, s)
         else:
             self._finish(s, DONE, now, True)
         self._dispatch(now)
@@ -201,9 +207,10 @@ class Scheduler:
         self._dispatch(now)
 
     def poll(self, now):
-        """Timeouts and max_duration_ms releases; call every few tens of ms."""
-        if not self.runs:
-            return  # idle: allocate nothing
+        """COMMAND_RESP timeouts, settle ends and max_duration_ms releases; returns ms until
+        the next of them is due (a long wait when nothing is in flight)."""
+        if not self.runs and not self.late:
+            return _IDLE_MS  # idle: allocate nothing
         changed = False
         for port in list(self.late):
             if ticks_diff(now, self.late[port][1]) >= SETTLE_MS:
@@ -235,10 +242,10 @@ class Scheduler:
                     changed = True
         if changed:
             self._dispatch(now)
+        return self._due(now)
 
-    def next_due(self, now):
-        """ms until the next timeout or release (None when nothing is in flight)."""
-        best = None
+    def _due(self, now):
+        best = _IDLE_MS
         for run in self.runs:
             for s in run.steps:
                 if s.status == SENT:
@@ -247,13 +254,13 @@ class Scheduler:
                     d = s.own[1]["max_duration_ms"] - (ticks_diff(now, s.t_sent) - s.ms)
                 else:
                     continue
-                if best is None or d < best:
+                if d < best:
                     best = d
         for port in self.late:
             d = SETTLE_MS - ticks_diff(now, self.late[port][1])
-            if best is None or d < best:
+            if d < best:
                 best = d
-        return None if best is None else max(0, best)
+        return best if best > 0 else 0
 
     # -- internals -------------------------------------------------------------------------
 
@@ -274,6 +281,7 @@ class Scheduler:
             answered = True
         s.status = status
         self._release(s)
+        self.hub.publish("step", None if s.port is None else s.port.index, s)
         run = s.run
         run.left -= 1
         if not answered and run.on_accept:
@@ -288,6 +296,7 @@ class Scheduler:
                     self._finish(t, SKIPPED, now)
         if run.left == 0 and run in self.runs:
             self.runs.remove(run)
+            self.hub.publish("plan", None, run)
             if run.on_done:
                 run.on_done(run)
 
@@ -362,7 +371,8 @@ class Scheduler:
             if group:
                 self.groups[group] = s
             self.sent += 1
-            self.send(port, f)
+            port.command(f, now)
+            self.hub.publish("step", port.index, s)
 
     def busy_groups(self):
         return list(self.groups)

@@ -3,9 +3,9 @@ from organbus import command
 from organbus import frame
 from organbus.descriptor import encode_descriptor
 
-from master.body import Body
-from master.registry import Registry
-from master.scheduler import Scheduler
+from master import body as _body
+from master.hub import EventLog, Hub
+from master.routes import STATUS
 
 
 def _cap(name, desc, exec_type, group, max_ms, params=()):
@@ -143,7 +143,8 @@ class FakeOrgan:
         if self.alive:
             self.rig.feed(self.port, f)
 
-    def tick(self, now):
+    def poll(self, now):
+        # the organ's timer step (the name every timer has: poll(now))
         if not self.alive:
             self.inbox = []
             return
@@ -202,23 +203,45 @@ class FakeOrgan:
             self.pending_events.append([now + self.event_ms, name, self.event_status])
 
 
+class Wire:
+    """The fake UART edge of one port: what the master sends goes to the rig (and its organ)."""
+
+    def __init__(self, rig, port):
+        self.rig = rig
+        self.port = port
+        self.expects = 0
+
+    def send(self, f):
+        self.rig._send(self.port, f)
+
+    def expect(self):
+        self.expects += 1
+
+    def unread(self):
+        return False
+
+
 class Rig:
-    """The master's Registry + Scheduler + Body on a fake clock, with fake organs on ports."""
+    """The sans-IO master (master.body.build) on a fake clock, with fake organs on ports."""
 
     def __init__(self, ports=(0, 1), max_steps=16, start=True, mode="two-port", record=True):
         self.record = record  # False: keep no wire/trace history (long heap benchmarks)
         self.now = 100000
         self.wire = {}
+        self.txs = {}
         for p in ports:
             self.wire[p] = []
-        self.events = []
+            self.txs[p] = Wire(self, p)
+        self.events = []  # the event log's lines as (event, {key: value})
         self.trace = []  # ("m2o" | "o2m", port, frame type) in order
         self.organs = {}
-        self.reg = Registry(list(ports), self._send, self._emit)
-        self.sched = Scheduler(self.reg.owner, self._send)
-        self.body = Body(self.reg, self.sched, self.clock, mode, max_steps)
+        self.hub = Hub()
+        self.body = _body.build(self.txs, self.clock, mode, max_steps, hub=self.hub)
+        EventLog(self.hub, self._emit)
+        self.reg = self.body.registry
+        self.sched = self.body.scheduler
         if start:
-            self.reg.start(self.now)
+            self.body.start(self.now)
 
     def clock(self):
         return self.now
@@ -246,15 +269,15 @@ class Rig:
     def feed(self, port, data):
         if self.record and len(data) > 2:
             self.trace.append(("o2m", port, data[2]))
-        self.reg.feed(port, data, self.now)
+        self.body.port(port).feed(data, self.now)
 
     def advance(self, ms, step=10):
         end = self.now + ms
         while self.now < end:
             self.now += step
             for p in sorted(self.organs):
-                self.organs[p].tick(self.now)
-            self.body.tick(self.now)
+                self.organs[p].poll(self.now)
+            self.body.poll(self.now)
 
     def sent_types(self, port):
         return [f[2] for f in self.wire[port]]
@@ -276,20 +299,27 @@ def standard_rig(**kw):
     rig = Rig(start=False, **kw)
     rig.attach(0, FakeOrgan(led()))
     rig.attach(1, FakeOrgan(speaker()))
-    rig.reg.start(rig.now)
+    rig.body.start(rig.now)
     rig.advance(100)
     return rig
 
 
 def run_plan(rig, plan, limit_ms=60000):
-    """Submit and advance the fake clock until the report is ready; (status, report)."""
+    """Submit and advance the fake clock until the report is ready; (HTTP status the /plan
+    route would answer, report)."""
     done = []
-    status, run = rig.body.submit(plan, None, lambda r: done.append(r))
-    if status != 200:
-        return status, run
+    kind, run = rig.body.submit(plan, None, lambda r: done.append(r))
+    if kind != _body.ACCEPTED:
+        return STATUS[kind], run
     t = 0
     while not done and t < limit_ms:
         rig.advance(10)
         t += 10
     assert done, "plan did not finish within %d ms" % limit_ms
-    return 200, run.report()
+    return STATUS[_body.REPORT], run.report()
+
+
+def submit(rig, raw, on_accept=None, on_done=None):
+    """rig.body.submit with the outcome as the HTTP status the /plan route answers for it."""
+    kind, obj = rig.body.submit(raw, on_accept, on_done)
+    return STATUS[kind], obj

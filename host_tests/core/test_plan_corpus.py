@@ -42,7 +42,7 @@ def test_negative_corpus_sends_no_command():
     rig = mf.standard_rig()
     before = rig.commands_sent()
     for name, raw, want, _ in pc.NEGATIVE:
-        status, obj = rig.body.submit(raw)
+        status, obj = mf.submit(rig, raw)
         assert status in (400, 413, 422), "%s: status %r" % (name, status)
         assert obj["problems"] == want, "%s: body gave %r" % (name, obj["problems"])
         rig.advance(30)
@@ -53,7 +53,7 @@ def test_negative_corpus_sends_no_command():
 def test_status_codes():
     rig = mf.standard_rig()
     for name, raw, want, _ in pc.NEGATIVE:
-        status, obj = rig.body.submit(raw)
+        status, obj = mf.submit(rig, raw)
         if want[0].startswith("body: ") and "more than" in want[0]:
             assert status == 413, "%s: %d" % (name, status)
         elif want[0].startswith("body: "):
@@ -108,7 +108,7 @@ def test_parse_keeps_values():
 
 def test_commands_only_for_accepted_plans():
     rig = mf.standard_rig()
-    status, run = rig.body.submit(pc.text(pc.SECTION8))
+    status, run = mf.submit(rig, pc.text(pc.SECTION8))
     assert status == 200, "section 8 plan refused: %r" % (run,)
     rig.advance(500)
     assert rig.commands_sent() == 2, "commands sent: %d" % rig.commands_sent()

@@ -74,7 +74,7 @@ def test_the_issue_reproduction_sends_nothing():
     # issue 17 item 2: a task_id "t1\xc0\xaf" was accepted on MicroPython, ran, and was echoed
     rig = mf.standard_rig()
     raw = pc.text(pc.plan([pc.step("t1", "led_on")])).encode().replace(b'"t1"', b'"t1\xc0\xaf"')
-    status, obj = rig.body.submit(raw)
+    status, obj = mf.submit(rig, raw)
     at = raw.index(b"\xc0")
     assert status == 400, status
     assert obj["problems"] == ["body: not JSON: invalid UTF-8 byte c0 at offset %d" % at], obj
@@ -120,7 +120,7 @@ def test_built_plans_with_strings_that_are_not_text():
     for obj, want in cases:
         out, problems, notes = plan.check(obj, pc.CAPS)
         assert problems == [want], (want, problems)
-        status, reply = rig.body.submit(obj)
+        status, reply = mf.submit(rig, obj)
         assert status == 422 and reply["problems"] == [want], (status, reply)
     rig.advance(100)
     assert rig.commands_sent() == 0, "a COMMAND left the master"

@@ -1,9 +1,12 @@
 # A scripted stand-in for master.body.Body (section 9 organs) for the links tests, and a CPython server thread around it.
 #
 # It keeps the Body facade's contract (docs/DESIGN.md): menu() of the online organs,
-# execute(plan, on_accept) -> (200 report | 422 problems | 400), speak_ready(). Its checks
-# are a small subset of the master's validation, enough to exercise the links honestly.
-import json
+# execute(plan, on_accept) -> (REPORT, report) | (PROBLEMS | UNREADABLE | TOO_LARGE, {"problems"}),
+# speak_ready(). Its checks are a small subset of the master's validation, enough to exercise
+# the links honestly; a raw plan is read by the master's own strict reader (plan.parse).
+from organbus import plan as _plan
+
+from master.outcome import PROBLEMS, REPORT, TOO_LARGE, UNREADABLE
 
 try:
     import asyncio
@@ -104,15 +107,17 @@ class FakeBody:
                     )
         return problems, notes
 
-    async def execute(self, plan, on_accept=None):
+    async def execute(self, plan, on_accept=None, dups=()):
         if isinstance(plan, (bytes, bytearray, str)):
             try:
-                plan = json.loads(plan)
-            except Exception as e:
-                return 400, {"problems": ["plan: not JSON: %s" % e]}
+                plan, dups = _plan.parse(plan)
+            except _plan.TooLarge as e:
+                return TOO_LARGE, {"problems": [e.msg]}
+            except _plan.ParseError as e:
+                return UNREADABLE, {"problems": [e.msg]}
         problems, notes = self.check(plan)
         if problems:
-            return 422, {"problems": problems}
+            return PROBLEMS, {"problems": problems}
         self.executed.append(plan)
         out = []
         ok = True
@@ -133,7 +138,7 @@ class FakeBody:
             if status != "done":
                 ok = False
             out.append(step)
-        return 200, {"ok": ok, "steps": out, "notes": notes}
+        return REPORT, {"ok": ok, "steps": out, "notes": notes}
 
 
 class ServerThread:
@@ -155,13 +160,15 @@ class ServerThread:
 
     def _run(self):
         from master import bodyproto, httpd, mcp
+        from master.routes import answer
 
         self.loop = asyncio.new_event_loop()
         body = self.body
 
         async def plan_route(req):
-            code, out = await body.execute(req.body)
-            return code, out, None
+            kind, out = await body.execute(req.content)
+            status, payload = answer(kind, out)
+            return status, payload, None
 
         async def menu(req):
             return 200, body.menu(), None

@@ -22,7 +22,7 @@ def rig_with(led=True, speaker=True, voice=True, resp=0, event_ms=300):
         rig.attach(0, mf.FakeOrgan(mf.led()))
     if speaker:
         rig.attach(1, mf.FakeOrgan(mf.speaker(voice=voice), resp=resp, event_ms=event_ms))
-    rig.reg.start(rig.now)
+    rig.body.start(rig.now)
     rig.advance(200)
     return rig
 

@@ -1,6 +1,8 @@
 # The links tests' scripted stand-in body (helpers/fake_body.py) keeps its own contract.
 import asyncio
 
+from master.routes import STATUS
+
 from fake_body import FakeBody
 
 UNIX_PORT = True
@@ -11,6 +13,7 @@ def test_fake_body_menu_and_refusal():
     names = [c["name"] for c in b.menu()["capabilities"]]
     assert names == ["led_on", "led_off", "led_blink", "speak", "chime"], names
     plan = {"steps": [{"task_id": "t1", "action": "nope", "params": {}}]}
-    code, out = asyncio.run(b.execute(plan))
+    kind, out = asyncio.run(b.execute(plan))
+    code = STATUS[kind]
     assert code == 422 and "nope" in out["problems"][0], (code, out)
     assert b.commands == [], "a refused plan sent nothing: %r" % b.commands

@@ -283,3 +283,77 @@ def test_expect_100_continue_is_answered(server):
         server.port, b"POST /plan HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 9999\r\n\r\n"
     )
     assert status_of(raw) == 413 and b"100 Continue" not in raw, raw
+
+
+class _Dripper:
+    """Slow clients: `n` connections from `sources` trickling a head that never ends; each one
+    closed by the server is opened again at once (the attack of issue 17 item 4)."""
+
+    def __init__(self, port, sources, every=0.1):
+        import threading
+
+        self.port = port
+        self.sources = sources
+        self.every = every
+        self.stop = threading.Event()
+        self.connects = 0
+        self.threads = [threading.Thread(target=self._run, args=(a,), daemon=True) for a in sources]
+        for t in self.threads:
+            t.start()
+
+    def _run(self, source):
+        while not self.stop.is_set():
+            try:
+                k = socket.create_connection((("127.0.0.1", self.port)), 5, (source, 0))
+                self.connects += 1
+                k.sendall(b"POST /plan HTTP/1.1\r\n")
+                while not self.stop.is_set():
+                    time.sleep(self.every)
+                    k.sendall(b"X")  # one byte at a time, never the blank line
+            except OSError:
+                pass  # reclaimed or timed out: come back at once
+            finally:
+                try:
+                    k.close()
+                except Exception:
+                    pass
+
+    def close(self):
+        self.stop.set()
+        for t in self.threads:
+            t.join(3)
+
+
+def _served(port, n, gap=0.1):
+    codes = []
+    for _ in range(n):
+        code, _, out = request(port, "POST", "/plan", PLAN)
+        codes.append(code)
+        time.sleep(gap)
+    return codes
+
+
+@pytest.mark.parametrize(
+    "sources",
+    [
+        ["127.0.0.%d" % i for i in range(2, 7)],  # as many slow clients as slots, others' addresses
+        ["127.0.0.1"] * 3,  # the victim's own address, its whole share
+        ["127.0.0.%d" % (2 + i % 5) for i in range(8)],  # more slow connections than slots
+    ],
+    ids=["five-others", "three-own", "eight"],
+)
+def test_slow_clients_never_lock_a_good_client_out(sources):
+    # Before: five slow heads held every slot for the whole header timeout, and only 4 of 19
+    # good plans were served. Now a new client takes the slot of the oldest connection still
+    # sending its request after reclaim_ms, so every good plan is served.
+    s = ServerThread({"header_timeout_ms": 3000, "rate_exempt": ("127.0.0.1",)})
+    drip = _Dripper(s.port, sources)
+    try:
+        time.sleep(0.4)  # every slot taken by a slow head
+        codes = _served(s.port, 19)
+        code, _, out = request(s.port, "GET", "/menu")
+        assert codes == [200] * 19 and code == 200, (codes, code, s.srv.stats())
+        assert s.srv.reclaimed >= 1, s.srv.stats()
+    finally:
+        drip.close()
+        s.stop()

@@ -32,11 +32,37 @@ def test_rate_limiter_bucket_and_retry_after():
     assert got == [0, 0, 0, 1], got
     assert r.take("b", 0) == 0, "another client has its own bucket"
     assert r.take("a", 499) == 1 and r.take("a", 500) == 0, "one token per 500 ms at 2/s"
+    # A full table forgets only a bucket that has refilled (issue 17 item 5: it used to evict
+    # the oldest, so a returning address met a fresh bucket and the limiter failed open).
     r = httpd.RateLimiter(1, 1, clients=2)
     r.take("a", 0)
     r.take("b", 10)
-    r.take("c", 20)
-    assert sorted(r.buckets) == ["b", "c"], "the oldest client is forgotten: %r" % r.buckets
+    assert r.take("c", 20) == 0 and sorted(r.buckets) == ["a", "b"], r.buckets
+    assert r.take("d", 30) == 1, "c and d share the overflow bucket: its one token is spent"
+    assert r.take("e", 1500) == 0 and sorted(r.buckets) == ["b", "e"], (
+        "a refilled bucket makes room: %r" % r.buckets
+    )
+
+
+def test_rotating_addresses_never_beat_the_limit():
+    # 17..64 addresses in turn, each asking 90 times a second for 2 s: the limiter lets at most
+    # what the table's clients plus the overflow bucket may take, never everything.
+    for n in (16, 17, 40, 64):
+        r = httpd.RateLimiter(10, 30, clients=16)
+        ok = asked = 0
+        for t in range(0, 2000, 11):  # ~90 requests per second per address
+            for i in range(n):
+                asked += 1
+                if r.take("10.0.%d.%d" % (i // 250, i % 250), t) == 0:
+                    ok += 1
+        most = (min(n, 16) + 1) * (30 + 10 * 2)  # burst plus 2 s of refill, per bucket
+        assert ok <= most, "%d addresses: %d of %d requests passed, more than %d" % (
+            n,
+            ok,
+            asked,
+            most,
+        )
+        assert ok < asked / 2, "%d addresses: %d of %d passed" % (n, ok, asked)
 
 
 def test_encode_response_and_client_address():

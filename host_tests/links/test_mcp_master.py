@@ -68,3 +68,22 @@ def test_refusal_and_timeout_are_tool_errors_with_the_reason():
     res = rpc(rig, "tools/call", {"name": "chime"})["result"]
     assert res["isError"] is True and "no COMMAND_RESP" in res["content"][0]["text"], res
     assert res["content"][0]["text"].startswith("chime: timeout"), res
+
+
+def test_a_duplicate_argument_is_a_problem_of_the_call():
+    # The HTTP body is read strictly (httpd Request.json): a repeated argument is not silently
+    # the last value, it is refused like a repeated key in a plan, and nothing is sent.
+    from master.httpd import Request
+
+    rig = rig_with()
+    before = rig.commands_sent()
+    req = Request("POST", "/mcp", "", {"mcp-protocol-version": "2025-11-25"}, "127.0.0.1")
+    req.content = (
+        b'{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "led_blink",'
+        b' "arguments": {"count": 2, "count": 3, "period_ms": 100}}}'
+    )
+    srv = mcp.McpServer(rig.body)
+    (code, out, _), _ = run_with_clock(rig, srv.handle(req))
+    assert code == 200 and out["error"]["code"] == mcp.INVALID_PARAMS, out
+    assert out["error"]["data"]["problems"] == ['steps[0].params: duplicate key "count"'], out
+    assert rig.commands_sent() == before, "a COMMAND left for a refused call"

@@ -23,6 +23,9 @@ def call(srv, msg, headers=None):
 
 
 def test_param_schemas_follow_the_descriptor():
+    from organbus import menu
+
+    assert mcp.param_schema is menu.param_schema, "MCP keeps no copy of the menu's mapping"
     s = mcp.param_schema({"name": "x", "type": "int", "min": 1, "max": 20, "unit": ""})
     assert s == {"type": "integer", "minimum": 1, "maximum": 20}, s
     s = mcp.param_schema({"name": "x", "type": "float", "min": 0, "max": 1, "unit": "V"})

@@ -4,6 +4,9 @@ import master_fakes as mf
 import micropython
 from organbus.descriptor import encode_descriptor
 
+from master import body
+from master.hub import EventLog, Feed
+
 UNIX_PORT = True
 
 
@@ -71,7 +74,7 @@ def test_invalid_descriptor_refused_with_reason():
     raw = bytearray(encode_descriptor(bad))
     raw[1:8] = b"LED-001"  # '-' is not allowed in a module_id
     rig.attach(0, mf.FakeOrgan(bad, raw=bytes(raw)))
-    rig.reg.start(rig.now)
+    rig.body.start(rig.now)
     rig.advance(5000)
     assert frame.ACK_FRAME not in rig.wire[0], "invalid descriptor was ACKed"
     assert rig.body.menu()["capabilities"] == [], "invalid organ on the menu"
@@ -114,9 +117,10 @@ def test_offline_after_15s_and_rediscovered():
     assert rig.events[-1] == ("offline", {"port": 0, "module_id": "LED_001"}), rig.events[-1]
     st = rig.body.status()
     assert st["organs"][0]["online"] is False and st["organs"][0]["abilities"] == [], st["organs"]
-    status, obj = rig.body.submit(
+    status, obj = mf.submit(
+        rig,
         '{"heard_req": 0, "steps": [{"task_id": "t1", "action": "led_on", "params": {}, '
-        '"priority": 5, "depends_on": []}], "can_execute": true, "missing": [], "response": ""}'
+        '"priority": 5, "depends_on": []}], "can_execute": true, "missing": [], "response": ""}',
     )
     assert status == 422, "plan for an offline organ accepted"
     # replug: the organ still thinks it is acked and heartbeats; the master DISCOVERs it
@@ -134,7 +138,7 @@ def test_master_restart_rediscovers_within_3s():
     rig2.now = rig.now
     for p in organs:
         rig2.attach(p, organs[p])  # same organs, still acked, heartbeating
-    rig2.reg.start(rig2.now)
+    rig2.body.start(rig2.now)
     rig2.advance(3000)
     assert _names(rig2) == ["led_on", "led_off", "led_blink", "speak", "announce", "chime"], _names(
         rig2
@@ -146,7 +150,7 @@ def test_master_restart_rediscovers_within_3s():
 def test_duplicate_names_stay_with_first():
     rig = mf.Rig(start=False)
     rig.attach(0, mf.FakeOrgan(mf.led("LED_001")))
-    rig.reg.start(rig.now)
+    rig.body.start(rig.now)
     rig.advance(100)
     rig.attach(1, mf.FakeOrgan(mf.led("LED_002")))
     rig.advance(1200)
@@ -200,37 +204,58 @@ def test_speak_ready():
     assert rig.body.speak_ready() is False, "speaker silent for 3 s still ready"
     rig2 = mf.Rig(start=False)
     rig2.attach(1, mf.FakeOrgan(mf.speaker(voice=False)))
-    rig2.reg.start(rig2.now)
+    rig2.body.start(rig2.now)
     rig2.advance(100)
     assert rig2.body.speak_ready() is False, "chime-only speaker claims speak"
 
 
 def test_heartbeat_allocates_nothing():
-    rig = mf.standard_rig()
-    reg = rig.reg
+    # The whole sans-IO master with its hub subscribers attached (the event log, /status's
+    # tallies and a bounded Feed): heartbeats, a periodic DESCRIPTOR and the timers.
+    sinks = {0: _Sink(), 1: _Sink()}
+    now = 100000
+    b = body.build(sinks, lambda: now)
+    lines = []
+    EventLog(b.hub, lambda e, pairs: lines.append(e))
+    feed = Feed(b.hub, 4)
+    b.start(now)
+    desc = frame.encode(frame.DESCRIPTOR, mf.encode_descriptor(mf.led()))
+    b.port(0).feed(desc, now)
+    b.port(1).feed(frame.encode(frame.DESCRIPTOR, mf.encode_descriptor(mf.speaker())), now)
     hb = frame.HEARTBEAT_FRAME
-    desc = frame.encode(frame.DESCRIPTOR, rig.organs[0].payload)
-    now = rig.now
-    reg.feed(0, hb, now)  # warm up
-    reg.feed(0, desc, now)
-    sink = _Sink()
-    reg.send = sink.send  # the links' queue is out of scope here: count what would be sent
+    p0, p1 = b.port(0), b.port(1)
+    p0.feed(hb, now)  # warm up
+    p0.feed(desc, now)
+    b.poll(now)
+    assert lines == ["registered", "registered"], lines
+    acks = sinks[0].n
+    queued = feed.n
     micropython.heap_lock()
     try:
         for i in range(50):
-            reg.feed(0, hb, now + i)
-            reg.feed(1, hb, now + i)
-        reg.feed(0, desc, now + 60)  # the periodic DESCRIPTOR: compared, ACKed, no decode
-        reg.tick(now + 70)
+            p0.feed(hb, now + i)
+            p1.feed(hb, now + i)
+        p0.feed(desc, now + 60)  # the periodic DESCRIPTOR: compared, ACKed, no decode
+        b.poll(now + 70)
     finally:
         micropython.heap_unlock()
-    assert reg.port(0).last_rx == now + 60, "heartbeats not taken"
-    assert sink.n == 1, "the periodic DESCRIPTOR got %d frames back, not one ACK" % sink.n
+    assert p0.last_rx == now + 60, "heartbeats not taken"
+    assert sinks[0].n == acks + 1, "the periodic DESCRIPTOR got %d frames back, not one ACK" % (
+        sinks[0].n - acks
+    )
+    assert feed.n == queued and b.hub.errors == 0, "the steady state published something"
 
 
 class _Sink:
+    # a port's tx: counts what would be sent
     def __init__(self):
         self.n = 0
 
-    def send(self, port, f):
+    def send(self, f):
         self.n += 1
+
+    def expect(self):
+        pass
+
+    def unread(self):
+        return False

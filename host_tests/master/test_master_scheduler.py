@@ -149,11 +149,11 @@ def test_refused_step_skips_dependents():
 def test_one_command_outstanding_per_link():
     rig = mf.Rig(start=False)
     g = rig.attach(0, mf.FakeOrgan(mf.gadget(), resp=None))
-    rig.reg.start(rig.now)
+    rig.body.start(rig.now)
     rig.advance(100)
     p = pc.plan([pc.step("a", "fan_on", None, 9), pc.step("b", "beep", None, 5)])
     done = []
-    rig.body.submit(pc.text(p), None, done.append)
+    mf.submit(rig, pc.text(p), None, done.append)
     rig.advance(500)
     assert [c[1] for c in g.commands] == ["fan_on"], "two COMMANDs in flight: %r" % g.commands
     g.resp = 0
@@ -167,7 +167,7 @@ def test_one_command_outstanding_per_link():
 def test_params_in_descriptor_order_as_floats():
     rig = mf.Rig(start=False)
     g = rig.attach(0, mf.FakeOrgan(mf.gadget()))
-    rig.reg.start(rig.now)
+    rig.body.start(rig.now)
     rig.advance(100)
     p = pc.plan([pc.step("a", "arm_move", {"fast": True, "angle": -12.5})])
     status, report = mf.run_plan(rig, pc.text(p))
@@ -201,12 +201,13 @@ def test_two_plans_share_groups():
     rig = mf.standard_rig()
     rig.organs[0].event_ms = 500
     done = []
-    rig.body.submit(
+    mf.submit(
+        rig,
         pc.text(pc.plan([pc.step("a", "led_blink", {"count": 2, "period_ms": 100})])),
         None,
         done.append,
     )
-    rig.body.submit(pc.text(pc.plan([pc.step("b", "led_on")])), None, done.append)
+    mf.submit(rig, pc.text(pc.plan([pc.step("b", "led_on")])), None, done.append)
     rig.advance(1000)
     led = rig.organs[0].commands
     assert [c[1] for c in led] == ["led_blink", "led_on"], led
@@ -222,7 +223,7 @@ def test_on_accept_callbacks():
         [pc.step("a", "led_on"), pc.step("b", "chime", None, 5, ["a"]), pc.step("c", "chime")]
     )
     done = []
-    rig.body.submit(pc.text(p), lambda t, s: seen.append((t, s)), done.append)
+    mf.submit(rig, pc.text(p), lambda t, s: seen.append((t, s)), done.append)
     rig.advance(500)
     assert sorted(seen) == [("a", 1), ("b", "skipped"), ("c", 0)], seen
 
@@ -237,7 +238,7 @@ def test_offline_fails_running_step():
         ]
     )
     done = []
-    rig.body.submit(pc.text(p), None, done.append)
+    mf.submit(rig, pc.text(p), None, done.append)
     rig.advance(1000)
     rig.organs[0].alive = False  # cable pulled mid-blink
     rig.advance(16000)
@@ -251,7 +252,7 @@ def test_pending_step_fails_offline():
     rig = mf.standard_rig()
     rig.organs[1].event_ms = None
     p = pc.plan([pc.step("s", "speak", {"text": "hi"}), pc.step("on", "led_on", None, 5, ["s"])])
-    status, run = rig.body.submit(pc.text(p))
+    status, run = mf.submit(rig, pc.text(p))
     rig.advance(100)
     rig.organs[0].alive = False
     rig.advance(14800)
@@ -269,7 +270,7 @@ def test_late_resp_not_taken_for_the_next_command():
     led = rig.organs[0]
     led.resp = None
     p = pc.plan([pc.step("a", "led_on", None, 9), pc.step("b", "led_off", None, 1)])
-    status, run = rig.body.submit(pc.text(p))
+    status, run = mf.submit(rig, pc.text(p))
     rig.advance(1100)  # a timed out at 1000 ms
     assert run.steps[0].status == "timeout", run.steps[0].status
     rig.feed(0, frame.RESP_OK_FRAME)  # a's answer, 1.1 s late

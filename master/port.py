@@ -1,0 +1,84 @@
+# One organ port's protocol object: its decoder, counters, last heard, and the frames it sends.
+#
+# Bytes come in (`feed`, from the port's UART reader); every legal frame keeps the port heard
+# and goes up to the organ registry (`organs.frame(port, ftype, payload, n, now)`), which
+# returns the lifecycle frame to answer with (ACK, DISCOVER) or None; the port sends it.
+# Frames go out through `send` and `command` (a COMMAND, from the scheduler: a COMMAND_RESP
+# is due, so the UART edge's reader waits for it in the poller). The heartbeat path (decoder -> _frame -> organs.frame) allocates
+# nothing. `poll(now) -> ms` runs the port's time rules: the decoder's quiet-line rule, the
+# COMMAND_RESP gear, and a "decoder" hub event when an error counter moved.
+from micropython import const
+
+from organbus import frame
+from organbus.ticks import ticks_diff
+
+RESP_TIMEOUT_MS = const(1000)  # section 5: a COMMAND_RESP comes within this or never
+_IDLE_MS = const(20)  # a pending candidate needs the quiet-line rule this soon (50 ms rule)
+_QUIET_MS = const(1000)  # nothing pending: the port's next own deadline is at most this far
+
+
+class Port:
+    """Organ port `index`: `tx` takes frames (`send(frame)`, `expect()`: the UART edge),
+    `organs` gets the frames (the registry), `hub` hears of decoder errors. `tx.unread()`
+    says whether received bytes wait for the reader: the quiet-line rule then waits too."""
+
+    def __init__(self, index, tx, organs, hub):
+        self.index = index
+        self.tx = tx
+        self.organs = organs
+        self.hub = hub
+        self.decoder = frame.Decoder(self._frame)
+        self.now = 0  # tick of the bytes being fed
+        self.last_rx = None  # last heard: tick of the last legal frame, None before the first
+        self.resp_due = False  # a COMMAND went out and its COMMAND_RESP has not come
+        self.t_command = 0
+        self.sent = 0  # frames handed to tx
+        self._errors = 0  # the decoder's error counters, summed, when last published
+
+    def feed(self, data, now, n=-1):
+        """Bytes read from the UART at tick `now` (data[:n], all when n < 0)."""
+        self.now = now
+        self.decoder.feed(data, now, n)
+
+    def _frame(self, ftype, payload, n):
+        now = self.now
+        self.last_rx = now
+        if ftype == frame.COMMAND_RESP:
+            self.resp_due = False
+        reply = self.organs.frame(self, ftype, payload, n, now)
+        if reply is not None:
+            self.send(reply)
+
+    def start(self, now):
+        """Boot: the port says DISCOVER (the registry counts it)."""
+        self.send(self.organs.boot(self, now))
+
+    def send(self, f):
+        self.sent += 1
+        self.tx.send(f)
+
+    def command(self, f, now):
+        """Send a COMMAND frame: its COMMAND_RESP is due within RESP_TIMEOUT_MS."""
+        self.resp_due = True
+        self.t_command = now
+        self.sent += 1
+        self.tx.send(f)
+        self.tx.expect()
+
+    def error_count(self):
+        d = self.decoder
+        return d.junk + d.crc_errors + d.bad_version + d.oversize + d.bad_eof + d.abandoned
+
+    def poll(self, now):
+        """Time rules of this port; returns ms until it wants the next poll."""
+        self.now = now
+        d = self.decoder
+        if not self.tx.unread():
+            d.idle(now)  # a quiet line is only what an empty UART shows (docs/DESIGN.md)
+        if self.resp_due and ticks_diff(now, self.t_command) >= RESP_TIMEOUT_MS:
+            self.resp_due = False  # the scheduler reports the timeout; the reader idles again
+        e = self.error_count()
+        if e != self._errors:
+            self._errors = e
+            self.hub.publish("decoder", self.index, d)
+        return _IDLE_MS if d.pending() else _QUIET_MS
