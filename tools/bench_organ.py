@@ -76,19 +76,17 @@ asyncio.run(main())
 
 def alloc():
     """Bytes allocated and microseconds per led_on round trip, for poll_ms 0 and 1."""
-    exe = os.path.join(os.path.dirname(sys.executable), "micropython")
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    from vbody import launch
+
+    exe = launch.micropython_exe()
     figures = {}
     for mode in (0, 1):
         s = socket.socket()
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
         s.close()
-        path = [os.path.join(ROOT, "tools", "simhw"), ".frozen", os.path.join(ROOT, "lib"), ROOT]
-        env = dict(
-            os.environ,
-            MICROPYPATH=":".join(path),
-            ORGANBUS_SIM_UART1="listen:127.0.0.1:%d" % port,
-        )
+        env = launch.sim_env({1: "listen:127.0.0.1:%d" % port})
         r = subprocess.run(
             [exe, "-c", _ALLOC, str(mode), str(port)],
             env=env,

@@ -31,7 +31,10 @@ import tty
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-SIMHW = os.path.join(HERE, "simhw")
+sys.path.insert(0, HERE)
+from vbody import launch  # noqa: E402
+
+SIMHW = launch.SIMHW
 EXIT_SOFT_RAW = 64
 EXIT_SOFT_FRIENDLY = 65
 EXIT_MACHINE_RESET = 75  # tools/simhw/machine.py: machine.reset()
@@ -51,18 +54,16 @@ def _die_with_parent():
         pass
 
 
-def micropython_exe():
-    here = os.path.join(os.path.dirname(sys.executable), "micropython")
-    return here if os.path.exists(here) else "micropython"
-
-
 class VirtualBoard:
     """One virtual board. `start()` returns the pty path; `stop()` ends the board process."""
 
-    def __init__(self, flash, chip="esp32c6", uarts=None, env=None, heapsize=None, log=None):
+    def __init__(
+        self, flash, chip="esp32c6", uarts=None, env=None, heapsize=None, log=None, http=None
+    ):
         self.flash = os.path.abspath(flash)
         self.chip = chip
         self.uarts = dict(uarts or {})  # {1: "listen:127.0.0.1:7001"}
+        self.http = http  # ("127.0.0.1", port): where a master serves its HTTP API
         self.extra_env = dict(env or {})
         self.heapsize = heapsize
         self.log = log  # file object that gets a copy of everything the board prints
@@ -79,25 +80,19 @@ class VirtualBoard:
 
     # -- process ----------------------------------------------------------------------------
     def _env(self, mode):
-        env = dict(os.environ)
-        for k in list(env):
-            if k.startswith("ORGANBUS_SIM_UART"):
-                del env[k]
+        env = launch.sim_env(self.uarts, path=":".join([".frozen", SIMHW, HERE]))
         preload = [n for n in HARDWARE_MODULES if os.path.exists(os.path.join(SIMHW, n + ".py"))]
         env.update(
-            MICROPYPATH=":".join([".frozen", SIMHW, HERE]),
             ORGANBUS_VBOARD_CHIP=self.chip,
             ORGANBUS_VBOARD_FLASH=self.flash,
             ORGANBUS_VBOARD_MODE=mode,
             ORGANBUS_VBOARD_PRELOAD=",".join(preload),
         )
-        for n, spec in self.uarts.items():
-            env["ORGANBUS_SIM_UART%d" % int(n)] = spec
         env.update(self.extra_env)
         return env
 
     def _spawn(self, mode):
-        cmd = [micropython_exe()]
+        cmd = [launch.micropython_exe()]
         if self.heapsize:
             cmd += ["-X", "heapsize=%s" % self.heapsize]
         cmd += ["-c", "import vboard_device\nvboard_device.main()"]
@@ -120,6 +115,9 @@ class VirtualBoard:
 
     def start(self):
         os.makedirs(self.flash, exist_ok=True)
+        # what differs on a host reaches the board as its own settings, beside /board.json
+        with open(os.path.join(self.flash, "settings.json"), "w") as f:
+            json.dump(launch.host_settings(self.uarts, self.http), f)
         self._master, self._slave = os.openpty()
         tty.setraw(self._slave)
         attrs = termios.tcgetattr(self._slave)
@@ -323,9 +321,12 @@ def main(argv=None):
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     log = open(args.log, "a") if args.log else None
-    env = {"ORGANBUS_SIM_HTTP": args.http} if args.http else {}
+    try:
+        http = launch.parse_hostport(args.http) if args.http else None
+    except ValueError as e:
+        ap.error(str(e))
     board = VirtualBoard(
-        args.flash, args.chip, dict(args.uart), env=env, heapsize=args.heapsize, log=log
+        args.flash, args.chip, dict(args.uart), heapsize=args.heapsize, log=log, http=http
     )
     port = board.start()
     if args.link:

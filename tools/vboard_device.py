@@ -290,17 +290,23 @@ def main():
     sys.modules["micropython"] = _MicroPython(micropython)
     _mount_flash()
     raw = os.getenv("ORGANBUS_VBOARD_MODE") == "raw"
-    _busy(True)  # boot.py and main.py: a Ctrl-C interrupts them
-    try:
-        if _run_file("boot.py"):
-            _soft_reset(raw)
-        if not raw and _run_file("main.py"):
-            _soft_reset(False)
-    except KeyboardInterrupt:
-        pass  # between the two files
-    _busy(False)
+    boot = True
+    # Every step below sits inside the one try: the host turns a Ctrl-C into SIGINT from what it
+    # last heard (busy or idle), so the KeyboardInterrupt may land just after the program it was
+    # meant for has ended, anywhere up to the REPL's next read. It must never end the board
+    # (an uncaught KeyboardInterrupt exits the unix port: a reboot mpremote did not ask for).
     while True:
         try:
+            if boot:
+                boot = False
+                _busy(True)  # boot.py and main.py: a Ctrl-C interrupts them
+                try:
+                    if _run_file("boot.py"):
+                        _soft_reset(raw)
+                    if not raw and _run_file("main.py"):
+                        _soft_reset(False)
+                finally:
+                    _busy(False)
             if raw:
                 raw_repl()
             else:

@@ -2,45 +2,43 @@
 import asyncio
 import json
 import sys
+import time
 
 import machine
 
+from organbus import boardfile, log
 from master import app
 
+ONE_PORT_NOTE = (
+    "one-port mode: stock firmware mirrors the REPL on UART0, so only UART(1) is an organ "
+    "port; flash the two-UART build to use UART(0) too"
+)
 
-def _here(name):
-    f = globals().get("__file__") or ""
-    d = f.rsplit("/", 1)[0] if "/" in f else "."
-    return d + "/" + name
 
-
-def _load(path, default=None):
-    # A missing file is the default; a corrupt one is said on the event log, never skipped silently.
+def _config(path):
+    # A missing file is no config; a corrupt one is said on the event log, never skipped silently.
     try:
         with open(path) as f:
             return json.loads(f.read())
     except OSError:
-        return default
+        return {}
     except ValueError as e:
-        print(json.dumps({"event": "error", "file": path, "error": "not valid JSON: %s" % e}))
-        return default
+        log.emit("error", [("file", path), ("error", "not valid JSON: %s" % e)])
+        return {}
 
 
-def _ports(board, sim):
-    """(organ ports, mode, note): two ports only on the firmware with the UART REPL off."""
-    if sim is not None:
-        import os
-
-        two = bool(os.getenv("ORGANBUS_SIM_UART0"))
+def _ports(board, settings):
+    """(organ ports, mode, note): settings.ports when given (a host's simulated UARTs), else two
+    ports only on the firmware with the UART REPL off."""
+    if "ports" in settings:
+        ports = sorted(int(n) for n in settings["ports"])
+    elif getattr(sys.implementation, "_build", "") in board.get("two_port_builds", ()):
+        ports = [0, 1]
     else:
-        two = getattr(sys.implementation, "_build", "") in board.get("two_port_builds", ())
-    if two:
-        return [0, 1], "two-port", None
-    note = (
-        "one-port mode: stock firmware mirrors the REPL on UART0, so only UART(1) is an organ "
-        "port; flash the two-UART build to use UART(0) too"
-    )
-    return [1], "one-port", note
+        ports = [1]
+    if len(ports) > 1:
+        return ports, "two-port", None
+    return ports, "one-port", ONE_PORT_NOTE
 
 
 def _uarts(board, ports):
@@ -72,7 +70,7 @@ def _wifi(config):
         sta.connect(w["ssid"], w.get("password", ""))
         return sta
     except Exception as e:
-        print(json.dumps({"event": "wifi", "error": str(e)}))
+        log.emit("wifi", [("error", str(e))])
         return None
 
 
@@ -83,7 +81,7 @@ async def _wifi_watch(sta):
         ip = sta.ifconfig()[0] if sta.isconnected() else None
         if ip != shown:
             shown = ip
-            print(json.dumps({"event": "wifi", "connected": ip is not None, "ip": ip}))
+            log.emit("wifi", [("connected", ip is not None), ("ip", ip)])
         await asyncio.sleep_ms(2000)
 
 
@@ -93,41 +91,41 @@ async def _run(sta, *args):
     await app.run(*args)
 
 
+def _http(settings, config):
+    """((host, port) of the HTTP API or None, join Wi-Fi?): settings.http "HOST:PORT" (a host's
+    loopback) or "off" (no HTTP), neither with Wi-Fi; else every interface on config's or
+    settings' http_port, over Wi-Fi."""
+    if settings.get("http") == "off":
+        return None, False
+    if settings.get("http"):
+        host, _, port = settings["http"].rpartition(":")
+        return (host, int(port)), False
+    return ("0.0.0.0", config.get("http_port", settings.get("http_port", 80))), True
+
+
 def main():
-    board = _load(_here("board.json")) or _load("/board.json")
-    if not board:
-        why = "missing or invalid: no organ port can be opened"
-        print(json.dumps({"event": "error", "file": "board.json", "error": why}))
+    try:
+        board = boardfile.load(globals().get("__file__") or "")
+    except (OSError, ValueError) as e:
+        why = "%s: no organ port can be opened" % boardfile.refusal(e)
+        log.emit("error", [("file", "board.json"), ("error", why)])
         return
     settings = board.get("settings", {})
-    sim = getattr(machine, "SIM", None)
-    config = _load(settings.get("config", "/config.json"), {}) or {}
-    ports, mode, note = _ports(board, sim)
+    config = _config(settings.get("config", "/config.json"))
+    ports, mode, note = _ports(board, settings)
     uarts = _uarts(board, ports)
-    sta = None
-    if sim is not None:
-        http = None
-        if sim.get("http"):
-            host, _, port = sim["http"].rpartition(":")
-            http = (host, int(port))
-        console = "link" if sim.get("console") == "link" else None
-    else:
-        sta = _wifi(config)
-        http = ("0.0.0.0", config.get("http_port", settings.get("http_port", 80)))
-        console = config.get("console", "repl")
-    asyncio.run(
-        _run(
-            sta,
-            uarts,
-            mode,
-            note,
-            http,
-            config.get("http", {}),
-            console,
-            settings.get("max_steps", 16),
-            globals(),
-        )
-    )
+    http, wifi = _http(settings, config)
+    sta = _wifi(config) if wifi else None
+    console = settings.get("console", config.get("console", "repl"))  # "link", "repl" or "none"
+    args = (uarts, mode, note, http, config.get("http", {}), console)
+    try:
+        asyncio.run(_run(sta, *args, settings.get("max_steps", 16), globals()))
+    except Exception as e:  # a crash: say why, then reset and announce afresh, as an organ does
+        log.crash(e)
+        time.sleep_ms(1000)
+        machine.reset()
+    if console == "link":  # app.run returns only when the link's input has ended
+        log.emit("stop", [("why", "the console link's input ended (stdin at end of file)")])
 
 
 main()

@@ -1,6 +1,6 @@
 # End to end: master, LED organ and speaker organ as real unix-port processes on the paced, faulty bus.
 #
-# Every scenario starts its own virtual body (tools/sim.py Body) and they all run at once, in
+# Every scenario starts its own virtual body (tools/vbody VirtualBody) and they all run at once, in
 # threads started by the module fixture, so the set costs about as long as its longest scenario
 # (the 15 s offline rule plus the replug): each test then waits for its own scenario's verdict.
 import os
@@ -13,7 +13,16 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from e2e_support import ALL_MIN, LED, Tap, counters_sum, one_step, plan_of, sim, wav_stats
+from e2e_support import (
+    ALL_MIN,
+    LED,
+    Tap,
+    VirtualBody,
+    counters_sum,
+    one_step,
+    plan_of,
+    wav_stats,
+)
 
 BOOT_MENU_S = 3.0  # menu complete within 3 s of the last boot (issue 5)
 OFFLINE_S = 15.0
@@ -21,7 +30,7 @@ REPLUG_MENU_S = 7.0
 
 
 def _body(out, name, **kw):
-    return sim.Body(out_dir=os.path.join(out, name), **kw)
+    return VirtualBody(out_dir=os.path.join(out, name), **kw)
 
 
 def _menu_elapsed(body, names, t_boot, limit):

@@ -1,6 +1,7 @@
 # End to end: the MCP SDK client, Body Protocol and a slowloris against the virtual body (master on the unix port).
 import asyncio
 import json
+import os
 import socket
 import sys
 import time
@@ -12,7 +13,7 @@ from mcp.shared.exceptions import MCPError
 from support import ROOT
 
 sys.path.insert(0, ROOT + "/tools")
-import sim  # noqa: E402
+from vbody.body import VirtualBody  # noqa: E402
 
 PLAN = {
     "heard_req": 0,
@@ -25,7 +26,7 @@ PLAN = {
 
 @pytest.fixture(scope="module")
 def body(tmp_path_factory):
-    b = sim.Body(out_dir=str(tmp_path_factory.mktemp("sim"))).start()
+    b = VirtualBody(out_dir=str(tmp_path_factory.mktemp("sim"))).start()
     try:
         assert b.wait_http(15), "the master's HTTP port did not open"
         got = b.wait_menu(["led_on", "led_off", "led_blink", "chime"], 20)
@@ -149,6 +150,8 @@ def test_slowloris_does_not_delay_a_plan_on_the_unix_port_master(body):
 
 
 def test_chat_bridge_drives_the_virtual_body(body):
+    # the stand-in model of the chat bridge's own tests (host_tests/links/test_chat.py)
+    sys.path.insert(0, os.path.join(ROOT, "host_tests", "links"))
     from test_chat import StandInModel, recorded_completion, run_chat
 
     plan = dict(PLAN, steps=[dict(PLAN["steps"][0], action="led_off")], response="Light off.")

@@ -8,7 +8,7 @@ import sys
 import tempfile
 
 from organbus import frame
-from support import MICROPYPATH, ROOT
+from support import ROOT, launch
 
 
 class DirectBoard:
@@ -25,7 +25,10 @@ class DirectBoard:
             edit(cfg)
         with open(os.path.join(self.tmp, "board.json"), "w") as f:
             json.dump(cfg, f)
-        path = [os.path.join(ROOT, "tools", "simhw"), MICROPYPATH]
+        uart = "connect:127.0.0.1:%d"  # filled in once the test's socket listens
+        with open(os.path.join(self.tmp, "settings.json"), "w") as f:
+            json.dump(launch.host_settings({1: uart}), f)
+        path = [launch.SIMHW, launch.micropypath(os.path.join(ROOT, "tools"), simhw=False)]
         if without_voice:
             lib = os.path.join(self.tmp, "lib")
             shutil.copytree(
@@ -41,16 +44,11 @@ class DirectBoard:
         self.ls.bind(("127.0.0.1", 0))
         self.ls.listen(1)
         self.ls.settimeout(20)
-        env = dict(
-            os.environ,
-            MICROPYPATH=":".join(path),
-            ORGANBUS_SIM_UART1="connect:127.0.0.1:%d" % self.ls.getsockname()[1],
-            ORGANBUS_SIM_PINLOG=self.pinlog,
-            ORGANBUS_SIM_WAV=self.wav,
+        env = launch.sim_env(
+            {1: uart % self.ls.getsockname()[1]}, self.pinlog, self.wav, path=":".join(path)
         )
-        exe = os.path.join(os.path.dirname(sys.executable), "micropython")
         self.proc = subprocess.Popen(
-            [exe, os.path.join(self.tmp, "main.py")],
+            [launch.micropython_exe(), os.path.join(self.tmp, "main.py")],
             cwd=ROOT,
             env=env,
             stdout=subprocess.PIPE,

@@ -1,4 +1,4 @@
-# Helpers of the end-to-end tests: the virtual body (tools/sim.py) and a wire tap that decodes frames.
+# Helpers of the end-to-end tests: the virtual body (tools/vbody) and a wire tap that decodes frames.
 import os
 import struct
 import sys
@@ -10,7 +10,7 @@ from support import ROOT
 
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 
-import sim  # noqa: E402  (tools/sim.py)
+from vbody.body import VirtualBody  # noqa: E402,F401
 from organbus import frame  # noqa: E402  (lib/)
 from organbus import command  # noqa: E402
 

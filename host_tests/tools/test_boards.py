@@ -12,9 +12,9 @@ from support import ROOT
 import sys
 
 sys.path.append(os.path.join(ROOT, "tools"))
-import flash  # noqa: E402
+from deploy import base, boards, roles  # noqa: E402
 
-BOARDS = {role: os.path.join(ROOT, "boards", name) for role, name in flash.ROLES.items()}
+BOARDS = {role: os.path.join(ROOT, "boards", name) for role, name in base.ROLES.items()}
 MASTER_FORBIDDEN = {4, 5, 8, 9, 12, 13, 15, 16, 17}  # PROTOCOL.md section 1
 C6_STRAPPING = {8, 9, 15}
 
@@ -27,9 +27,9 @@ def load(role):
 @pytest.mark.parametrize("role", sorted(BOARDS))
 def test_board_file_keeps_every_rule(role):
     board = load(role)
-    assert flash.check_board(board) == [], "boards/%s/board.json: %s" % (
+    assert boards.check_board(board) == [], "boards/%s/board.json: %s" % (
         board.get("name"),
-        flash.check_board(board),
+        boards.check_board(board),
     )
     assert board["role"] == role and board["name"] == os.path.basename(BOARDS[role])
     assert board["chip"] == "esp32c6" and board["arch"] == "rv32imc" and board["flash_offset"] == 0
@@ -50,26 +50,27 @@ def test_no_pin_twice_and_every_uart_has_tx_and_rx(role):
     for n, u in board["uarts"].items():
         assert isinstance(u.get("tx"), int) and isinstance(u.get("rx"), int), "UART %s: %r" % (n, u)
         assert u["tx"] != u["rx"], "UART %s uses one pin for TX and RX" % n
-        assert board["pins"].get("uart%s_tx" % n) == u["tx"], "pins disagree with uarts %s" % n
-        assert board["pins"].get("uart%s_rx" % n) == u["rx"], "pins disagree with uarts %s" % n
+        assert "uart%s_tx" % n not in board["pins"], "UART %s TX listed twice (pins)" % n
+        assert "uart%s_rx" % n not in board["pins"], "UART %s RX listed twice (pins)" % n
         assert u.get("baudrate", 115200) == 115200, "PROTOCOL.md section 1: 115200 8N1"
 
 
 def test_master_leaves_forbidden_and_strapping_pins_alone():
     board = load("master")
-    used = set(flash.board_pins(board))
+    used = set(boards.board_pins(board))
     assert not used & MASTER_FORBIDDEN, "master uses forbidden GPIO %s" % (used & MASTER_FORBIDDEN)
     assert not used & C6_STRAPPING, "master uses strapping GPIO %s" % (used & C6_STRAPPING)
-    assert MASTER_FORBIDDEN <= set(board["forbidden_pins"]), "forbidden list incomplete"
+    assert MASTER_FORBIDDEN <= set(boards.forbidden_pins(board)), "forbidden list incomplete"
     assert set(board["uarts"]) == {"0", "1"}, "the master has two organ ports"
 
 
 @pytest.mark.parametrize("role", ["led", "speaker"])
 def test_organs_keep_usb_console_and_jtag_free(role):
     board = load(role)
-    used = set(flash.board_pins(board))
+    used = set(boards.board_pins(board))
     assert not used & {4, 5, 12, 13, 16, 17}, "%s uses %s" % (role, used & {4, 5, 12, 13, 16, 17})
-    onboard = {int(p) for p in board.get("onboard_pins", {})}
+    onboard = {board["pins"][name] for name in board.get("onboard", ())}
+    assert onboard <= {int(p) for p in boards.devkit(board)["onboard_pins"]}, onboard
     assert used & C6_STRAPPING <= onboard, "%s uses strapping pins not wired on the board" % role
 
 
@@ -93,7 +94,7 @@ def test_led_has_its_light():
 def broken(role, mutate):
     board = copy.deepcopy(load(role))
     mutate(board)
-    return flash.check_board(board)
+    return boards.check_board(board)
 
 
 def test_checker_refuses_a_pin_used_twice():
@@ -115,7 +116,6 @@ def test_checker_refuses_a_uart_without_rx():
 def test_checker_refuses_forbidden_pins_on_the_master(pin):
     def m(b):
         b["uarts"]["1"]["tx"] = pin
-        b["pins"]["uart1_tx"] = pin
 
     problems = broken("master", m)
     assert any(("GPIO%d" % pin) in p and "forbidden" in p for p in problems), problems
@@ -152,9 +152,9 @@ def test_flash_refuses_a_broken_board_file(tmp_path, monkeypatch):
     d = tmp_path / "boards" / "led_organ"
     d.mkdir(parents=True)
     (d / "board.json").write_text(json.dumps(bad))
-    monkeypatch.setattr(flash, "BOARDS", str(tmp_path / "boards"))
-    with pytest.raises(flash.FlashError, match="GPIO13"):
-        flash.load_board("led")
+    monkeypatch.setattr(base, "BOARDS", str(tmp_path / "boards"))
+    with pytest.raises(base.FlashError, match="GPIO13"):
+        boards.load_board("led")
 
 
 # -- the master's firmware definition -----------------------------------------------------------
@@ -207,5 +207,35 @@ def test_manifests_freeze_what_each_board_runs():
         for name, args, kw in cs:
             if name == "module":
                 frozen.add(args[0])
-        need = {d for s, d in flash.role_files(role)["modules"] if "/" not in d}
+        need = {d for s, d in roles.role_files(role)["modules"] if "/" not in d}
         assert need <= frozen, "%s manifest misses %s" % (role, need - frozen)
+
+
+# -- the DevKitC-1 facts live in one file ---------------------------------------------------------
+
+
+def test_devkit_facts_are_in_one_file_and_each_pin_once_per_board_file():
+    facts = {"header_pins", "strapping_pins", "forbidden_pins", "forbidden_why", "onboard_pins"}
+    for role in sorted(BOARDS):
+        board = load(role)
+        assert not facts & set(board), "%s copies devkit facts: %s" % (role, facts & set(board))
+        assert board["devkit"] == "esp32c6_devkitc1.json", role
+        text = open(os.path.join(BOARDS[role], "board.json")).read()
+        for pin, names in boards.board_pins(board).items():
+            assert len(names) == 1, "%s: GPIO%d listed as %s" % (role, pin, names)
+        assert text.count('"tx"') == len(board["uarts"]), role
+    kit = json.load(open(os.path.join(ROOT, "boards", "esp32c6_devkitc1.json")))
+    assert set(kit["strapping_pins"]) == {"8", "9", "15"}, kit["strapping_pins"]
+    assert {4, 5, 12, 13, 15, 16, 17} == {int(k) for k in kit["forbidden_pins"]}, kit
+
+
+def test_checker_refuses_a_uart_pin_listed_twice_and_a_missing_devkit():
+    def twice(b):
+        b["pins"]["uart1_tx"] = b["uarts"]["1"]["tx"]
+
+    assert any("listed in pins too" in p for p in broken("led", twice)), broken("led", twice)
+
+    def nokit(b):
+        b["devkit"] = "no-such-kit.json"
+
+    assert any("no-such-kit.json" in p for p in broken("led", nokit)), broken("led", nokit)

@@ -9,7 +9,7 @@ import pytest
 from support import ROOT, mpy_cross_exe
 
 sys.path.append(os.path.join(ROOT, "tools"))
-import flash  # noqa: E402
+from deploy import base, boards, cli, firmware, install, probe, roles, verify  # noqa: E402
 
 FLASH = os.path.join(ROOT, "tools", "flash.py")
 C6_BOARD = {"name": "led_organ", "chip": "esp32c6", "min_micropython": [1, 28, 0]}
@@ -74,7 +74,7 @@ def test_dry_run_lists_exactly_the_role_files():
     assert r.returncode == 0, r.stderr
     compiled = [ln for ln in r.stdout.splitlines() if ln.startswith("   mpy-cross -march")]
     names = sorted(ln.split(" -s ")[1].split()[0] for ln in compiled)
-    expected = sorted(d for _, d in flash.role_files("led")["modules"])
+    expected = sorted(d for _, d in roles.role_files("led")["modules"])
     assert names == expected, names
     assert not any(n.startswith("master/") or n in ("menu.py", "plan.py") for n in names), names
 
@@ -118,19 +118,19 @@ def test_esptool_failing_on_a_port_is_reported_without_traceback(tmp_path):
 
 def test_firmware_for_another_chip_is_refused(tmp_path):
     fw = fake_image(tmp_path / "s3.bin", chip_id=9)
-    with pytest.raises(flash.FlashError, match="firmware for esp32s3 but this board is an esp32c6"):
-        flash.check_firmware_file(fw, "esp32c6")
+    with pytest.raises(base.FlashError, match="firmware for esp32s3 but this board is an esp32c6"):
+        firmware.check_firmware_file(fw, "esp32c6")
     junk = tmp_path / "junk.bin"
     junk.write_bytes(b"hello" * 10)
-    with pytest.raises(flash.FlashError, match="not an ESP firmware image"):
-        flash.check_firmware_file(str(junk), "esp32c6")
-    with pytest.raises(flash.FlashError, match="cannot read firmware"):
-        flash.check_firmware_file(str(tmp_path / "missing.bin"), "esp32c6")
+    with pytest.raises(base.FlashError, match="not an ESP firmware image"):
+        firmware.check_firmware_file(str(junk), "esp32c6")
+    with pytest.raises(base.FlashError, match="cannot read firmware"):
+        firmware.check_firmware_file(str(tmp_path / "missing.bin"), "esp32c6")
 
 
 def test_esptool_uses_v5_spelling_chip_and_offset_from_the_board():
-    board = flash.load_board("speaker")
-    erase, write = flash.esptool_cmds(board, "/dev/ttyACM0", "fw.bin", 460800)
+    board = boards.load_board("speaker")
+    erase, write = firmware.esptool_cmds(board, "/dev/ttyACM0", "fw.bin", 460800)
     assert erase[-3:] == ["--port", "/dev/ttyACM0", "erase-flash"], erase
     assert write[write.index("--chip") + 1] == "esp32c6"
     assert write[-3:] == ["write-flash", "0", "fw.bin"], write
@@ -140,65 +140,65 @@ def test_esptool_uses_v5_spelling_chip_and_offset_from_the_board():
 
 
 def test_a_good_c6_passes():
-    notes, runnable = flash.check_probe(info(), C6_BOARD, "rv32imc", "led", MPY_63)
+    notes, runnable = probe.check_probe(info(), C6_BOARD, "rv32imc", "led", MPY_63)
     assert runnable and notes == [], notes
 
 
 def test_wrong_chip_says_which_and_what_to_do():
     i = info(machine="Generic ESP32S3 module with ESP32S3", mpy=6 | 3 << 8 | 10 << 10)
-    with pytest.raises(flash.FlashError) as e:
-        flash.check_probe(i, C6_BOARD, "rv32imc", "led", MPY_63)
+    with pytest.raises(base.FlashError) as e:
+        probe.check_probe(i, C6_BOARD, "rv32imc", "led", MPY_63)
     msg = str(e.value)
     assert "esp32s3" in msg and "esp32c6" in msg and "--firmware" in msg, msg
 
 
 def test_old_micropython_is_refused_with_the_minimum():
-    with pytest.raises(flash.FlashError) as e:
-        flash.check_probe(info(version=(1, 27, 0)), C6_BOARD, "rv32imc", "led", MPY_63)
+    with pytest.raises(base.FlashError) as e:
+        probe.check_probe(info(version=(1, 27, 0)), C6_BOARD, "rv32imc", "led", MPY_63)
     msg = str(e.value)
     assert "1.27.0" in msg and "1.28.0" in msg and "PROTOCOL.md" in msg and "--firmware" in msg
 
 
 def test_mpy_version_and_arch_mismatches_are_refused():
-    with pytest.raises(flash.FlashError, match=r"loads \.mpy v5"):
-        flash.check_probe(info(mpy=5 | 11 << 10), C6_BOARD, "rv32imc", "led", MPY_63)
-    with pytest.raises(flash.FlashError, match="native code is xtensawin"):
-        flash.check_probe(info(mpy=6 | 3 << 8 | 10 << 10), C6_BOARD, "rv32imc", "led", MPY_63)
-    with pytest.raises(flash.FlashError, match="--arch x64"):
-        flash.check_probe(info(mpy=6 | 3 << 8 | 2 << 10), C6_BOARD, "rv32imc", "led", MPY_63)
+    with pytest.raises(base.FlashError, match=r"loads \.mpy v5"):
+        probe.check_probe(info(mpy=5 | 11 << 10), C6_BOARD, "rv32imc", "led", MPY_63)
+    with pytest.raises(base.FlashError, match="native code is xtensawin"):
+        probe.check_probe(info(mpy=6 | 3 << 8 | 10 << 10), C6_BOARD, "rv32imc", "led", MPY_63)
+    with pytest.raises(base.FlashError, match="--arch x64"):
+        probe.check_probe(info(mpy=6 | 3 << 8 | 2 << 10), C6_BOARD, "rv32imc", "led", MPY_63)
 
 
 def test_a_virtual_board_gets_the_real_files_and_an_honest_note():
     i = info(
         machine="linux [GCC] version", platform="linux", virtual="esp32c6", mpy=6 | 3 << 8 | 2 << 10
     )
-    notes, runnable = flash.check_probe(i, C6_BOARD, "rv32imc", "led", MPY_63)
+    notes, runnable = probe.check_probe(i, C6_BOARD, "rv32imc", "led", MPY_63)
     assert not runnable, "rv32imc native code cannot run on the x64 unix port"
     assert any("cannot run here" in n and "--arch x64" in n for n in notes), notes
-    notes, runnable = flash.check_probe(i, C6_BOARD, "x64", "led", MPY_63)
+    notes, runnable = probe.check_probe(i, C6_BOARD, "x64", "led", MPY_63)
     assert runnable and notes == [], notes
 
 
 def test_stock_firmware_master_is_told_it_runs_one_port():
-    board = flash.load_board("master")
-    notes, _ = flash.check_probe(info(), board, "rv32imc", "master", MPY_63)
+    board = boards.load_board("master")
+    notes, _ = probe.check_probe(info(), board, "rv32imc", "master", MPY_63)
     assert any("ONE organ port" in n for n in notes), notes
-    notes, _ = flash.check_probe(info(build="c6_master"), board, "rv32imc", "master", MPY_63)
+    notes, _ = probe.check_probe(info(build="c6_master"), board, "rv32imc", "master", MPY_63)
     assert any("two organ ports" in n for n in notes), notes
 
 
 def test_missing_firmware_modules():
-    with pytest.raises(flash.FlashError, match="no module 'neopixel'"):
-        flash.check_externals(info(has={"neopixel": False}), {"neopixel": True})
-    notes = flash.check_externals(info(has={"aiorepl": False}), {"aiorepl": False})
+    with pytest.raises(base.FlashError, match="no module 'neopixel'"):
+        probe.check_externals(info(has={"neopixel": False}), {"neopixel": True})
+    notes = probe.check_externals(info(has={"aiorepl": False}), {"aiorepl": False})
     assert notes and "mip install aiorepl" in notes[0], notes
 
 
 def test_frozen_modules_are_not_copied():
-    files = flash.role_files("master")
-    frozen = flash.frozen_in(info(modules=["organbus/frame", "master/app", "sys"]), files)
+    files = roles.role_files("master")
+    frozen = install.frozen_in(info(modules=["organbus/frame", "master/app", "sys"]), files)
     assert sorted(frozen) == ["master/app.py", "organbus/frame.py"], frozen
-    plan = flash.compile_plan(files, "rv32imc", "/stage", frozen)
+    plan = install.compile_plan(files, "rv32imc", "/stage", frozen)
     dests = [d for _, _, _, d in plan]
     assert "/lib/organbus/frame.mpy" not in dests and "/lib/master/body.mpy" in dests, dests
 
@@ -207,12 +207,12 @@ def test_frozen_modules_are_not_copied():
 
 
 def _closed(role):
-    files = flash.role_files(role)
+    files = roles.role_files(role)
     dests = {d for _, d in files["modules"]}
     for src, dest in files["modules"]:
         modname = dest[:-3].replace("/", ".").replace(".__init__", "")
-        for name, cond in flash._imports(src, modname):
-            r = flash._resolve(name)
+        for name, cond in roles._imports(src, modname):
+            r = roles._resolve(name)
             if r:
                 assert r[1] in dests, "%s imports %s, which is not deployed" % (dest, name)
     return dests
@@ -236,7 +236,7 @@ def test_role_files_follow_the_imports():
 def test_voice_data_files_travel_with_the_speaker():
     if not os.path.isdir(os.path.join(ROOT, "organs", "voice")):
         pytest.skip("no voice engine in this tree")
-    files = flash.role_files("speaker")
+    files = roles.role_files("speaker")
     data = {d for _, d in files["data"]}
     on_disk = {
         "organs/voice/" + f
@@ -260,20 +260,20 @@ def test_compiled_files_carry_the_c6_header(tmp_path):
         text=True,
     )
     assert r.returncode == 0, r.stderr
-    ver, sub, arch, bits = flash.mpy_header(str(out))
+    ver, sub, arch, bits = install.mpy_header(str(out))
     assert (ver, sub, arch, bits) == (6, 3, "rv32imc", 31), (ver, sub, arch, bits)
-    assert flash.mpy_cross_version() == MPY_63
+    assert base.mpy_cross_version() == MPY_63
 
 
 def test_config_comes_from_options_or_environment(monkeypatch):
-    args = flash.parse_args(["master", "--port", "p", "--token", "t0k"])
+    args = cli.parse_args(["master", "--port", "p", "--token", "t0k"])
     monkeypatch.setenv("ORGANBUS_WIFI_SSID", "Net")
     monkeypatch.setenv("ORGANBUS_WIFI_PASSWORD", "pw")
-    cfg = flash.config_json(args)
+    cfg = install.config_json(args)
     assert cfg == {"wifi": {"ssid": "Net", "password": "pw"}, "http": {"token": "t0k"}}, cfg
     monkeypatch.delenv("ORGANBUS_WIFI_SSID")
-    assert flash.config_json(flash.parse_args(["master", "--port", "p"])) is None
-    path = flash._write_config(cfg)
+    assert install.config_json(cli.parse_args(["master", "--port", "p"])) is None
+    path = install._write_config(cfg)
     try:
         assert oct(os.stat(path).st_mode & 0o777) == "0o600"
         assert not path.startswith(ROOT), "secrets must not be written into the working tree"
@@ -293,23 +293,23 @@ def test_a_port_without_micropython_is_one_clear_error(tmp_path):
 
 
 def test_master_address_comes_from_its_event_lines():
-    assert flash._master_address([{"event": "boot"}]) == (None, None)
+    assert verify._master_address([{"event": "boot"}]) == (None, None)
     sim = [{"event": "http", "host": "127.0.0.1", "port": 8080}]
-    assert flash._master_address(sim) == ("127.0.0.1", 8080)
+    assert verify._master_address(sim) == ("127.0.0.1", 8080)
     board = [{"event": "http", "host": "0.0.0.0", "port": 80}]
-    assert flash._master_address(board) == (None, 80), "0.0.0.0 is not an address to call"
+    assert verify._master_address(board) == (None, 80), "0.0.0.0 is not an address to call"
     board.append({"event": "wifi", "connected": True, "ip": "192.168.1.40"})
-    assert flash._master_address(board) == ("192.168.1.40", 80)
+    assert verify._master_address(board) == ("192.168.1.40", 80)
 
 
 @pytest.mark.parametrize("role", ["master", "led", "speaker"])
 def test_every_role_has_a_complete_dry_run(role):
     r = run_flash(role, "--port", "/dev/ttyACM7", "--firmware", "fw.bin", "--dry-run")
     assert r.returncode == 0 and not r.stderr, r.stderr
-    board = flash.load_board(role)
+    board = boards.load_board(role)
     out = r.stdout
     assert "boards/%s/main.py" % board["name"] in out, out
-    files = flash.role_files(role, board)
+    files = roles.role_files(role, board)
     for _, dest in files["modules"]:
         assert " -s %s " % dest in out, "%s is not compiled in the dry run" % dest
     for _, dest in files["data"]:

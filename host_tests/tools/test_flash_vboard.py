@@ -12,7 +12,7 @@ import time
 from support import ROOT, free_port
 
 sys.path.append(os.path.join(ROOT, "tools"))
-import flash  # noqa: E402
+from deploy import base, install, roles, verify  # noqa: E402
 from vboard import VirtualBoard  # noqa: E402
 
 FLASH = os.path.join(ROOT, "tools", "flash.py")
@@ -26,7 +26,7 @@ def run_flash(*args, timeout=180):
 
 def mpremote(port, *args, timeout=60):
     return subprocess.run(
-        [flash._exe("mpremote"), "connect", port] + list(args),
+        [base._exe("mpremote"), "connect", port] + list(args),
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -94,6 +94,30 @@ def test_vboard_speaks_the_raw_repl_mpremote_expects(tmp_path):
         assert r.returncode == 0 and "after a running main.py" in r.stdout, r.stdout + r.stderr
 
 
+def test_a_ctrl_c_while_the_board_boots_never_reboots_it(tmp_path):
+    # mpremote's first bytes are "\r\x03" (interrupt whatever runs). Sent while the board still
+    # boots, the host holds the Ctrl-C and turns it into SIGINT at the board's first busy mark;
+    # by then the board may have left boot.py/main.py behind. The KeyboardInterrupt used to land
+    # outside any handler and end the interpreter: an extra boot, the flaky "a fresh process (3)".
+    for i in range(8):
+        with VirtualBoard(tmp_path / ("flash%d" % i)) as vb:
+            fd = os.open(vb.port, os.O_RDWR | os.O_NOCTTY)
+            try:
+                os.write(fd, b"\r\x03")
+                out = b""
+                end = time.monotonic() + 30
+                while time.monotonic() < end and out.count(b">>> ") < 2:
+                    r, _, _ = select.select([fd], [], [], 0.2)
+                    if r:
+                        out += os.read(fd, 4096)
+                time.sleep(0.3)  # a late interrupt would have ended the process by now
+                out += os.read(fd, 4096) if select.select([fd], [], [], 0.1)[0] else b""
+            finally:
+                os.close(fd)
+            assert b"interpreter exited" not in out, out[-300:]
+            assert vb.boots == 1, "trial %d: %d boots: %r" % (i, vb.boots, out[-300:])
+
+
 def test_mip_installs_the_protocol_core_from_the_working_copy(tmp_path):
     with VirtualBoard(tmp_path / "flash") as vb:
         r = mpremote(vb.port, "mip", "install", os.path.join(ROOT, "package.json"))
@@ -125,15 +149,15 @@ def test_deploy_led_lands_c6_mpy_files_and_removes_stale_ones(tmp_path):
     with VirtualBoard(fl) as vb:
         r = run_flash("led", "--port", vb.port)
     assert r.returncode == 0, r.stdout + r.stderr
-    files = flash.role_files("led")
-    expected = {"main.py", "board.json", "lib/keepme.txt"}
+    files = roles.role_files("led")
+    expected = {"main.py", "board.json", "settings.json", "lib/keepme.txt"}
     expected |= {"lib/" + d[:-3] + ".mpy" for _, d in files["modules"]}
     got = landed(fl)
     assert set(got) == expected, sorted(set(got) ^ expected)
     native = []
     for name, path in got.items():
         if name.endswith(".mpy"):
-            ver, sub, arch, bits = flash.mpy_header(path)
+            ver, sub, arch, bits = install.mpy_header(path)
             assert ver == 6 and bits <= 31, "%s is not for a 32-bit board: %r" % (name, (ver, bits))
             assert arch in (None, "rv32imc"), "%s has %s native code" % (name, arch)
             native += [name] if arch else []
@@ -158,13 +182,12 @@ def test_deployed_led_runs_and_its_descriptor_comes_out_of_its_uart(tmp_path):
     assert json_after(r.stdout, "descriptor (read off the UART): ") == want, r.stdout
     assert json_after(r.stdout, "console: ") == {"event": "boot", "module_id": "LED_001"}
     crc = landed(tmp_path / "flash")["lib/organbus/crc16.mpy"]
-    assert flash.mpy_header(crc)[2] == "x64", "--arch x64: the viper CRC is x64 machine code here"
+    assert install.mpy_header(crc)[2] == "x64", "--arch x64: the viper CRC is x64 machine code here"
 
 
 def test_deployed_master_answers_status_with_its_token(tmp_path):
     http = free_port()
-    env = {"ORGANBUS_SIM_HTTP": "127.0.0.1:%d" % http}
-    with VirtualBoard(tmp_path / "flash", env=env) as vb:
+    with VirtualBoard(tmp_path / "flash", http=("127.0.0.1", http)) as vb:
         r = run_flash("master", "--port", vb.port, "--arch", "x64", "--token", "s3cret-token")
     assert r.returncode == 0, r.stdout + r.stderr
     assert json_after(r.stdout, "console: ")["event"] == "boot", r.stdout
@@ -209,13 +232,13 @@ def test_mount_runs_the_role_from_the_working_tree(tmp_path):
                         raw += s.recv(1024)
                     except socket.timeout:
                         pass
-                    frames = flash._decode_frames(raw)
+                    frames = verify._decode_frames(raw)
         finally:
             p.terminate()
             p.wait(10)
     assert not any(n.endswith(".mpy") for n in landed(tmp_path / "flash")), "mount copies no code"
     descs = [payload for t, payload in frames if t == 1]
-    assert descs and flash.describe(descs[0]) == led_descriptor(), frames
+    assert descs and verify.describe(descs[0]) == led_descriptor(), frames
 
 
 def test_vboard_command_line_serves_a_port_until_interrupted(tmp_path):
@@ -250,14 +273,14 @@ def test_deployed_speaker_carries_its_voice_data_and_offers_what_it_has(tmp_path
         )
     assert r.returncode == 0, r.stdout + r.stderr
     got = landed(tmp_path / "flash")
-    for src, dest in flash.role_files("speaker")["data"]:
+    for src, dest in roles.role_files("speaker")["data"]:
         assert open(got["lib/" + dest], "rb").read() == open(src, "rb").read(), dest
     built = json_after(r.stdout, "descriptor (built on the board): ")
     wire = json_after(r.stdout, "descriptor (read off the UART): ")
     assert built == wire, "the organ sent another descriptor than its code builds"
     names = [c["name"] for c in wire["capabilities"]]
     assert wire["module_type"] == "speaker" and "chime" in names, names
-    voice = any(d.startswith("organs/voice/") for _, d in flash.role_files("speaker")["modules"])
+    voice = any(d.startswith("organs/voice/") for _, d in roles.role_files("speaker")["modules"])
     assert ("speak" in names) == voice, "speak offered %s, voice deployed %s" % (names, voice)
 
 

@@ -1,4 +1,4 @@
-# The paced, faulty bus (tools/bus.py): pacing, order, faults and their counters, unplug, reconnects.
+# The paced, faulty bus (tools/vbody/bus.py): pacing, order, faults and their counters, unplug, reconnects.
 import os
 import socket
 import sys
@@ -9,7 +9,7 @@ import pytest
 from support import ROOT
 
 sys.path.insert(0, os.path.join(ROOT, "tools"))
-import bus  # noqa: E402
+from vbody import bus  # noqa: E402
 
 
 def _pair(seed=1):

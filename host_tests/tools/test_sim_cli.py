@@ -10,7 +10,7 @@ import urllib.request
 from support import ROOT, free_port as _free_port
 
 sys.path.insert(0, os.path.join(ROOT, "tools"))
-import sim  # noqa: E402
+from vbody.console import Console  # noqa: E402
 from organbus import frame  # noqa: E402
 from organbus import command  # noqa: E402
 
@@ -216,7 +216,7 @@ class _NoBody:
 
 
 def test_console_direct_steps_become_one_step_plans():
-    c = sim.Console(_NoBody())
+    c = Console(_NoBody())
     p = c.step_plan("led_blink count=3 period_ms=200")
     assert p["steps"] == [
         {
@@ -280,7 +280,7 @@ def test_body_takes_an_external_led_organ(tmp_path):
 
 
 def test_console_reads_a_plan_spanning_lines():
-    c = sim.Console(_NoBody())
+    c = Console(_NoBody())
     src = [
         "menu\n",
         '{"heard_req": 0, "steps": [\n',

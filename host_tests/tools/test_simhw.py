@@ -8,18 +8,17 @@ import threading
 import time
 import wave
 
-from support import ROOT, free_port, micropython_exe
+from support import ROOT, free_port, launch, micropython_exe
 
-SIMHW = os.path.join(ROOT, "tools", "simhw")
-PATH = ":".join([SIMHW, ".frozen", os.path.join(ROOT, "lib"), ROOT])
+SIMHW = launch.SIMHW
+PATH = launch.micropypath()
 
 
 def run_mp(code, env=None, timeout=30, tmp=None):
     script = os.path.join(tmp, "t.py")
     with open(script, "w") as f:
         f.write(textwrap.dedent(code))
-    e = {k: v for k, v in os.environ.items() if not k.startswith("ORGANBUS_SIM_")}
-    e["MICROPYPATH"] = PATH
+    e = launch.sim_env(path=PATH)
     e.update(env or {})
     return subprocess.run(
         [micropython_exe(), script], env=e, capture_output=True, text=True, timeout=timeout, cwd=tmp
@@ -278,15 +277,17 @@ def test_reset_exits_with_the_restart_code(tmp_path):
     r = run_mp(
         """
         import machine
-        print(machine.SIM["http"], machine.SIM["console"], machine.reset_cause() == machine.PWRON_RESET)
+        print(machine.unique_id(), machine.reset_cause() == machine.PWRON_RESET)
+        print(hasattr(machine, "SIM"))
         machine.reset()
         print("not reached")
         """,
-        {"ORGANBUS_SIM_HTTP": "127.0.0.1:8123", "ORGANBUS_SIM_CONSOLE": "link"},
+        launch.sim_env(role="led"),
         tmp=str(tmp_path),
     )
     assert r.returncode == 75, (r.returncode, r.stdout, r.stderr)
-    assert r.stdout.splitlines() == ["127.0.0.1:8123 link True", '{"event": "reset"}'], r.stdout
+    want = ["b'SIM-led' True", "False", '{"event": "reset"}']
+    assert r.stdout.splitlines() == want, "no machine.SIM for a board to sniff: " + r.stdout
 
 
 def test_uart_with_nothing_attached_swallows_writes(tmp_path):
@@ -326,11 +327,7 @@ def test_uart_listen_mode_accepts_the_other_end(tmp_path):
             asyncio.run(main())
             """),
         ],
-        env=dict(
-            {k: v for k, v in os.environ.items() if not k.startswith("ORGANBUS_SIM_")},
-            MICROPYPATH=PATH,
-            ORGANBUS_SIM_UART1="listen:127.0.0.1:%d" % port,
-        ),
+        env=launch.sim_env({1: "listen:127.0.0.1:%d" % port}),
         stdout=subprocess.PIPE,
         text=True,
     )

@@ -1,7 +1,7 @@
 # Simulated `machine` for the MicroPython unix port: UART over loopback TCP, logged Pin, I2S to WAV.
 #
-# Never installed on a board. tools/sim.py puts this folder first on MICROPYPATH and passes the
-# settings in the environment:
+# Never installed on a board. tools/vbody/launch.py puts this folder first on MICROPYPATH and
+# passes the simulated hardware's settings in the environment:
 #   ORGANBUS_SIM_UART<N>  "connect:127.0.0.1:PORT" or "listen:127.0.0.1:PORT" (loopback only);
 #                         a UART with no setting is a pin with nothing attached (writes vanish).
 #   ORGANBUS_SIM_PINLOG   file that gets one JSON line per output level change:
@@ -9,10 +9,9 @@
 #                         and one line per audio take: {"t_ms", "i2s": 0, "wav": PATH, "rate"}.
 #   ORGANBUS_SIM_WAV      where I2S audio goes: a path ending in ".wav" gets every take appended;
 #                         anything else is a folder that gets one file per take (i2s0_001.wav ...).
-#   ORGANBUS_SIM_HTTP     "HOST:PORT" the master serves HTTP on (instead of Wi-Fi), in SIM["http"].
-#   ORGANBUS_SIM_CONSOLE  "link": the master puts its JSON-lines link on stdin/stdout (SIM["console"]).
-# `SIM` exists only in this module: a board entry point tells simulation from hardware with
-# `getattr(machine, "SIM", None)`.
+#   ORGANBUS_SIM_ROLE     the board's role, in unique_id().
+# Nothing here tells a board it is simulated: what differs for the board itself (HTTP on loopback,
+# the console, its organ ports) reaches it as board settings (tools/vbody/launch.py).
 import io
 import os
 import select
@@ -45,9 +44,7 @@ def _env(name):
     return v if v else None
 
 
-SIM = {
-    "http": _env("HTTP"),
-    "console": _env("CONSOLE"),
+_SIM = {
     "role": _env("ROLE"),
     "pinlog": _env("PINLOG"),
     "wav": _env("WAV"),
@@ -137,7 +134,7 @@ class _Log:
         self.f.write(line)  # unbuffered on the unix port (flush() would fsync: far too slow)
 
 
-_log = _Log(SIM["pinlog"])
+_log = _Log(_SIM["pinlog"])
 
 
 def log_line(line):
@@ -263,7 +260,11 @@ class UART(io.IOBase):
             if self._mode == "listen":
                 s = socket.socket()
                 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                s.bind(self._addr)
+                try:
+                    s.bind(self._addr)
+                except OSError as e:
+                    s.close()
+                    raise OSError("UART%d: cannot listen on %s:%d: %s" % (id, host, port, e))
                 s.listen(1)
                 s.setblocking(False)
                 self._lsock = s
@@ -523,7 +524,7 @@ class I2S(io.IOBase):
     def _open_take(self):
         self._close()
         self._take += 1
-        dest = SIM["wav"]
+        dest = _SIM["wav"]
         if dest is None:
             self._path = None
             return
@@ -673,7 +674,7 @@ def freq(hz=None):
 
 
 def unique_id():
-    return b"SIM-" + (SIM["role"] or "board").encode()
+    return b"SIM-" + (_SIM["role"] or "board").encode()
 
 
 def idle():

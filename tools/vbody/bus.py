@@ -236,7 +236,15 @@ class End:
         if self.mode == "listen":
             ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            ls.bind((self.host, self.port))
+            try:
+                ls.bind((self.host, self.port))
+            except OSError as e:
+                ls.close()
+                raise OSError(
+                    e.errno,
+                    "%s: cannot listen on %s:%d: %s (another simulator or program has it?)"
+                    % (name, self.host, self.port, e.strerror),
+                ) from None
             ls.listen(4)
             self.lsock = ls
             self.port = ls.getsockname()[1]
@@ -247,7 +255,8 @@ class End:
 
     @property
     def peer_spec(self):
-        """What the other party uses to reach this end (a board's ORGANBUS_SIM_UART<N>)."""
+        """What the other party uses to reach this end (a board's simulated UART, see
+        tools/vbody/launch.py)."""
         return "%s:%s:%d" % ("connect" if self.mode == "listen" else "listen", self.host, self.port)
 
     def start(self):

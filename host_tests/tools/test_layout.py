@@ -1,0 +1,90 @@
+# The rooms of the tree: device code knows no simulator, tools/ imports no test helper, one core list.
+import json
+import os
+import re
+
+from support import ROOT, launch
+
+from deploy import roles  # noqa: E402
+
+DEVICE_DIRS = ("boards", "organs", "master", "lib")
+
+
+def _files(top, ends=(".py",)):
+    for d, _, names in os.walk(os.path.join(ROOT, top)):
+        if "__pycache__" in d:
+            continue
+        for n in names:
+            if n.endswith(ends):
+                yield os.path.join(d, n)
+
+
+def test_device_code_knows_no_simulator():
+    bad = []
+    for top in DEVICE_DIRS:
+        for path in _files(top, (".py", ".json")):
+            text = open(path, encoding="utf-8").read()
+            for word in ("machine.SIM", "ORGANBUS_SIM", '"SIM"'):
+                if word in text:
+                    bad.append("%s: %s" % (os.path.relpath(path, ROOT), word))
+    assert not bad, "device code must not ask whether it is simulated: %s" % bad
+
+
+def test_no_tool_imports_a_test_helper():
+    bad = []
+    for path in _files("tools"):
+        text = open(path, encoding="utf-8").read()
+        if re.search(r"host_tests|^\s*(from|import) support\b", text, re.M):
+            bad.append(os.path.relpath(path, ROOT))
+    assert not bad, "tools/ must not reach into host_tests/: %s" % bad
+
+
+def test_the_launch_contract_is_spelled_once():
+    # Only the launcher writes the simulated hardware's environment (tools/simhw reads it, and
+    # its own test holds it to that contract).
+    bad = []
+    allowed = {launch.__file__, os.path.join(ROOT, "host_tests", "tools", "test_simhw.py")}
+    for top in ("tools", "host_tests"):
+        for path in _files(top):
+            if path in allowed or os.sep + "simhw" + os.sep in path:
+                continue
+            text = open(path, encoding="utf-8").read()
+            if re.search(r"ORGANBUS_SIM_(UART|PINLOG|WAV|HTTP|CONSOLE|ROLE|HEAP_MS)\b", text):
+                bad.append(os.path.relpath(path, ROOT))
+            if re.search(r"^def micropython_exe\(", text, re.M):
+                bad.append(os.path.relpath(path, ROOT) + " (micropython_exe)")
+    assert not bad, "spell the board launch through tools/vbody/launch.py: %s" % bad
+
+
+def test_package_json_is_the_core_list():
+    with open(os.path.join(ROOT, "package.json")) as f:
+        got = json.load(f)
+    want = roles.package_json()
+    assert got == want, "package.json is made by (cd tools && python -m deploy.roles)"
+    listed = {dest for dest, _ in got["urls"]}
+    folder = {
+        "organbus/" + n
+        for n in os.listdir(os.path.join(ROOT, "lib", "organbus"))
+        if n.endswith(".py") and n != "manifest.py"
+    }
+    assert listed == folder, "package.json must list every lib/organbus/*.py: %s" % (
+        listed ^ folder
+    )
+
+
+def test_every_board_manifest_includes_the_core_manifest():
+    for role, d in launch.BOARDS.items():
+        lines = open(os.path.join(ROOT, "boards", d, "manifest.py")).read().splitlines()
+        text = "\n".join(ln for ln in lines if not ln.lstrip().startswith("#"))
+        assert 'include("../../lib/organbus/manifest.py")' in text, role
+        assert "organbus" not in text.replace("lib/organbus/manifest.py", ""), (
+            "%s lists core files itself" % role
+        )
+
+
+def test_a_role_takes_its_core_modules_from_the_core_list():
+    core = {dest for _, dest in roles.core_files()}
+    for role in launch.BOARDS:
+        mods = {dest for _, dest in roles.role_files(role)["modules"]}
+        from_core = {m for m in mods if m.startswith("organbus/")}
+        assert from_core and from_core <= core, (role, from_core - core)

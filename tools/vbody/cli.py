@@ -1,0 +1,325 @@
+# The command lines of tools/sim.py: the virtual body with its console, and `board ROLE`.
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+from vbody import bus, launch
+from vbody.body import VirtualBody
+from vbody.console import Console
+from vbody.proc import BoardProc
+
+USAGE = """organbus simulator.
+
+  tools/sim.py                      master + LED organ + speaker organ on the paced bus, console
+  tools/sim.py --plan FILE          the same, runs one plan, prints the report JSON, stops
+  tools/sim.py --script FILE        the same, runs console lines from FILE, stops
+  tools/sim.py board ROLE [...]     one board (master, led, speaker) alone, its UARTs on TCP
+
+Type `help` in the console for its commands.
+"""
+
+
+def run_body(args):
+    external = {}
+    for key in ("led", "speaker"):
+        spec = getattr(args, key)
+        if spec:
+            bus.parse_spec(spec, "--" + key)
+            external[key] = spec
+    for m in args.master or []:
+        n, _, spec = m.partition("=")
+        if n not in ("0", "1") or not spec:
+            raise SystemExit("sim: --master %r: expected 0=SPEC or 1=SPEC" % m)
+        try:
+            bus.parse_spec(spec, "--master")
+        except ValueError as e:
+            raise SystemExit("sim: %s" % e)
+        external["master" + n] = spec
+    inputs = {}  # read before anything boots: a missing file is one line, exit status 2
+    for flag, path in (("--plan", args.plan), ("--script", args.script)):
+        if path:
+            try:
+                with open(path, "rb") as f:
+                    inputs[flag] = f.read()
+            except OSError as e:
+                sys.stderr.write("sim.py: error: %s %s: %s\n" % (flag, path, e.strerror or e))
+                return 2
+    body = VirtualBody(out_dir=args.out, external=external, heap=args.heap, seed=args.seed)
+    # --plan: stdout carries the report alone; the running commentary goes to stderr
+    console = Console(body, as_json=args.json, out=sys.stderr if args.plan else None)
+
+    def on_signal(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_signal)
+    code = 0
+    try:
+        try:
+            body.start()
+        except (OSError, ValueError) as e:  # an address in use, code that does not compile
+            sys.stderr.write("sim.py: error: %s\n" % e)
+            code = 2
+            return code
+        info = {
+            "out": body.out_dir,
+            "pids": {r: b.pid for r, b in body.boards.items()},
+            "cables": {n: {"master": c.a.spec, "organ": c.b.spec} for n, c in body.cables.items()},
+        }
+        if body.http:
+            info["http"] = body.url("")
+        console.emit(
+            "start",
+            "organbus virtual body: logs and audio in %s\n%s"
+            % (
+                body.out_dir,
+                (
+                    "master HTTP API on %s  (GET /menu, POST /plan, GET /status)" % body.url("")
+                    if body.http
+                    else "external master"
+                ),
+            ),
+            **info,
+        )
+        if body.http and not body.wait_http(15) and not body.failure():
+            console.emit("error", "the master did not open its HTTP port %s:%d" % body.http)
+        if args.plan or args.script:
+            console.wait(["menu", str(args.ready_timeout)], {})
+        if body.failure():  # a board died at boot: say which and why, in one line, and stop
+            console.emit("error", "sim.py: error: " + body.failure(), error=body.failure())
+            code = 1
+        elif args.plan:
+            status, obj = console.run_plan(inputs["--plan"])
+            sys.stdout.write(json.dumps(obj) + "\n")
+            sys.stdout.flush()
+            code = 0 if status == 200 else 1
+        elif args.script:
+            text = inputs["--script"].decode("utf-8", "replace")
+            for line in console.read_lines(text.splitlines(True)):
+                console.emit("input", "> " + line.strip(), line=line.strip())
+                if not console.handle(line):
+                    break
+        else:
+            console.emit("hint", "type help for commands; Ctrl-C or quit stops everything")
+            interactive = sys.stdin.isatty()
+
+            def lines():
+                while True:
+                    try:
+                        yield input("") + "\n" if interactive else next(sys.stdin)
+                    except (EOFError, StopIteration):
+                        return
+
+            for line in console.read_lines(lines()):
+                if not console.handle(line):
+                    break
+    except KeyboardInterrupt:
+        pass
+    finally:
+        body.stop()
+        console.settle()
+        console.emit("stop", "stopped: every process the simulator started is gone")
+    return code
+
+
+def _check_free(what, addr):
+    """OSError naming the address when something already listens on it."""
+    s = socket.socket()
+    s.setsockopt(
+        socket.SOL_SOCKET, socket.SO_REUSEADDR, 1
+    )  # as the listener will: TIME_WAIT is free
+    try:
+        s.bind(addr)
+    except OSError as e:
+        raise OSError(e.errno, "%s: %s:%d is in use (%s)" % (what, addr[0], addr[1], e.strerror))
+    finally:
+        s.close()
+
+
+def run_board(argv):
+    p = argparse.ArgumentParser(
+        prog="sim.py board",
+        description="Run one board's own main.py on the MicroPython unix port with simulated "
+        "hardware; each --uart joins a board UART to a loopback TCP address through a paced "
+        "115200 8N1 cable.",
+    )
+    p.add_argument("role", choices=sorted(launch.BOARDS))
+    p.add_argument(
+        "--uart",
+        action="append",
+        default=[],
+        metavar="N=listen:HOST:PORT",
+        help="UART N of the board on listen:HOST:PORT or connect:HOST:PORT (loopback)",
+    )
+    p.add_argument(
+        "--wav", help="speaker audio: a .wav file (all takes) or a folder (one file per take)"
+    )
+    p.add_argument(
+        "--log", help="JSON lines: pin (LED) changes, audio takes and the board's events"
+    )
+    p.add_argument(
+        "--http", help="master: serve the HTTP API on HOST:PORT (loopback; PORT 0 = any)"
+    )
+    p.add_argument("--console", choices=["link"], help="master: JSON-lines link on stdin/stdout")
+    p.add_argument("--heap", help="unix-port heap size, e.g. 64k")
+    p.add_argument("--heap-report-ms", type=int, help="print a heap event every N ms")
+    p.add_argument("--no-pace", action="store_true", help="join the UART straight to the address")
+    p.add_argument("--out", help="folder for default logs and audio (default sim-out/board-ROLE)")
+    args = p.parse_args(argv)
+
+    have = launch.board_uarts(args.role)
+    uarts = {}
+    cables = []
+    try:
+        for item in args.uart:
+            n, eq, spec = item.partition("=")
+            if not eq or not n.isdigit():
+                raise ValueError(
+                    "--uart %r: expected N=listen:HOST:PORT or N=connect:HOST:PORT" % item
+                )
+            n = int(n)
+            if n not in have:
+                raise ValueError(
+                    "--uart %d: the %s board has UART %s only"
+                    % (n, args.role, ", ".join(map(str, have)))
+                )
+            if n in uarts:
+                raise ValueError("--uart %d given twice" % n)
+            bus.parse_spec(spec, "--uart %d" % n)
+            uarts[n] = spec
+        http = launch.parse_hostport(args.http) if args.http else None
+        if args.heap:
+            launch.heap_bytes(args.heap)
+        if (args.http or args.console) and args.role != "master":
+            raise ValueError("--http and --console belong to the master board")
+    except ValueError as e:
+        p.error(str(e))
+
+    out = os.path.abspath(args.out or os.path.join(launch.ROOT, "sim-out", "board-" + args.role))
+    board_specs = {}
+    try:
+        # every address this board listens on is free, or one line says which is not
+        listens = [("--http", http)] if http else []
+        if args.no_pace:
+            for n, spec in uarts.items():
+                mode, host, port = bus.parse_spec(spec)
+                if mode == "listen":
+                    listens.append(("--uart %d" % n, (host, port)))
+        for what, addr in listens:
+            _check_free(what, addr)
+        for n, spec in uarts.items():
+            if args.no_pace:
+                board_specs[n] = spec
+            else:
+                # the address is another simulator or implementation: the wire is plugged in
+                # before either side runs, so bytes for it wait for its first connection (bus.End)
+                mode, host, port = bus.parse_spec(spec)
+                if mode == "listen":
+                    _check_free("--uart %d=%s" % (n, spec), (host, port))
+                c = bus.Cable("uart%d" % n, "listen:127.0.0.1:0", spec, hold_first="b").start()
+                cables.append(c)
+                board_specs[n] = c.a.peer_spec
+    except OSError as e:
+        for c in cables:
+            c.close()
+        sys.stderr.write("sim.py board: error: %s\n" % (e.strerror or e))
+        return 2
+    log = open(args.log, "a") if args.log else None
+    log_lock = threading.Lock()
+    done = threading.Event()
+
+    def on_event(role, obj):
+        if obj.get("event") == "exit":
+            done.set()
+        if log is not None and obj.get("event") not in ("print", "stderr"):
+            with log_lock:
+                d = {"t_ms": int(time.time() * 1000)}
+                d.update(obj)
+                log.write(json.dumps(d) + "\n")
+                log.flush()
+        if obj.get("event") == "stderr":
+            sys.stderr.write(obj["line"] + "\n")
+            sys.stderr.flush()
+
+    board = BoardProc(
+        args.role,
+        out,
+        board_specs,
+        on_event,
+        http=http,
+        console=args.console,
+        heap=args.heap,
+        heap_report_ms=args.heap_report_ms,
+        stdin=sys.stdin if args.console else subprocess.DEVNULL,  # the link: this process's stdin
+        stdout_passthrough=True,
+        pinlog=os.path.abspath(args.log) if args.log else None,
+        wav=os.path.abspath(args.wav) if args.wav else None,
+    )
+
+    def on_signal(signum, frame):
+        done.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    msg = "sim: %s board (boards/%s/main.py)" % (args.role, launch.BOARDS[args.role])
+    for n, spec in uarts.items():
+        msg += ", UART%d <-> %s%s" % (n, spec, "" if args.no_pace else " (paced 115200)")
+    if http:
+        msg += ", HTTP on http://%s:%d" % http
+    board.start()
+    sys.stderr.write(msg + ", pid %d, out %s\n" % (board.pid, out))
+    sys.stderr.flush()
+    done.wait()
+    stopped_by_us = board.alive()
+    board.stop()
+    for c in cables:
+        c.close()
+    return 0 if stopped_by_us else (board.exit_code or 0)
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "board":
+        return run_board(argv[1:])
+    p = argparse.ArgumentParser(
+        prog="sim.py",
+        description=USAGE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--plan", help="run the plan in FILE, print the report JSON, stop")
+    p.add_argument("--script", help="run the console lines in FILE, stop")
+    p.add_argument("--json", action="store_true", help="every output line is a JSON object")
+    p.add_argument(
+        "--led", metavar="SPEC", help="an external LED organ at listen:/connect:HOST:PORT"
+    )
+    p.add_argument("--speaker", metavar="SPEC", help="an external speaker organ")
+    p.add_argument(
+        "--master",
+        action="append",
+        metavar="N=SPEC",
+        help="an external master: its UART N (0: LED cable, 1: speaker cable)",
+    )
+    p.add_argument("--heap", help="unix-port heap size of every board, e.g. 64k")
+    p.add_argument("--seed", type=int, help="seed of the bus's fault generator")
+    p.add_argument("--out", help="folder for logs and audio (default sim-out/<time>-<pid>)")
+    p.add_argument(
+        "--ready-timeout",
+        type=float,
+        default=15.0,
+        help="seconds --plan/--script wait for the menu (default 15)",
+    )
+    args = p.parse_args(argv)
+    try:
+        for key in ("led", "speaker"):
+            if getattr(args, key):
+                bus.parse_spec(getattr(args, key), "--" + key)
+        if args.heap:
+            launch.heap_bytes(args.heap)
+    except ValueError as e:
+        p.error(str(e))
+    return run_body(args)
