@@ -53,9 +53,11 @@ async def run(
     console=None,
     max_steps=16,
     repl_globals=None,
+    config=None,
 ):
     """Run the master for ever. `http`: (host, port) or None; `console`: "link" puts the
-    JSON-lines link on stdin/stdout, "repl" starts aiorepl when installed, None neither."""
+    JSON-lines link on stdin/stdout, "repl" starts aiorepl when installed, None neither;
+    `config`: the master's config (its "events" section: /events limits)."""
     global body
     b, edges = build(uarts, mode, note, max_steps)
     body = b
@@ -66,7 +68,7 @@ async def run(
     start(b, edges)
     if http:
         try:
-            await start_http(b, http[0], http[1], http_config)
+            await start_http(b, http[0], http[1], http_config, config)
         except Exception as e:  # the body keeps running without its HTTP link
             log.emit("http_failed", [("host", http[0]), ("port", http[1]), ("error", repr(e))])
     if console == "link":
@@ -90,19 +92,24 @@ async def run(
         await asyncio.sleep_ms(60000)
 
 
-def http_routes(b):
-    """Every HTTP route of the master: its own, MCP, Body Protocol."""
-    from master import bodyproto, mcp, routes
+def http_routes(b, config=None):
+    """Every HTTP route of the master: its own, the /events stream, MCP, Body Protocol.
+    `config`: the master's config ("events": master/sse.py DEFAULTS)."""
+    from master import bodyproto, mcp, routes, sse
 
+    config = config or {}
     table = routes.routes(b)
+    events = sse.Events(b.hub, b.stamp, config.get("events"))
+    b.report.attach("events", events.stats)
+    table.update(events.routes())
     table.update(mcp.routes(b))
     table.update(bodyproto.routes(b))
     return table
 
 
-async def start_http(b, host, port, config=None):
+async def start_http(b, host, port, http_config=None, config=None):
     from master import httpd
 
-    server = await httpd.serve(http_routes(b), host, port, config or {})
+    server = await httpd.serve(http_routes(b, config), host, port, http_config or {})
     log.emit("http", [("host", host), ("port", getattr(server, "port", port))])
     return server

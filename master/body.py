@@ -15,6 +15,7 @@ from master.hub import Hub
 from master.outcome import ACCEPTED, PROBLEMS, REPORT, TOO_LARGE, UNREADABLE  # noqa: F401
 from master.owners import Owners
 from master.port import Port
+from master.recent import Recent, stamper
 from master.registry import Registry
 from master.scheduler import Scheduler
 from master.status import Status
@@ -34,7 +35,10 @@ def build(txs, clock, mode="two-port", max_steps=16, note=None, hub=None):
     registry = Registry(indexes, owners, scheduler, hub)
     ports = [Port(i, txs[i], registry, hub) for i in indexes]
     status = Status(ports, registry, scheduler, hub, clock, mode, note)
-    return Body(ports, registry, owners, scheduler, status, hub, clock, max_steps)
+    b = Body(ports, registry, owners, scheduler, status, hub, clock, max_steps)
+    b.recent = Recent(hub, b.stamp)
+    status.attach("recent", b.recent.items)
+    return b
 
 
 class Body:
@@ -52,6 +56,8 @@ class Body:
         self.mode = status.mode
         self._menu = None
         self._menu_version = -1
+        self.stamp = stamper(clock, status.t0)  # fn() -> ms since boot: every item's t_ms
+        self.recent = None  # the /status ring of plan reports and events (master/recent.py)
 
     def port(self, index):
         for p in self.ports:

@@ -119,7 +119,7 @@ def main():
     console = settings.get("console", config.get("console", "repl"))  # "link", "repl" or "none"
     args = (uarts, mode, note, http, config.get("http", {}), console)
     try:
-        asyncio.run(_run(sta, *args, settings.get("max_steps", 16), globals()))
+        asyncio.run(_run(sta, *args, settings.get("max_steps", 16), globals(), config))
     except Exception as e:  # a crash: say why, then reset and announce afresh, as an organ does
         log.crash(e)
         time.sleep_ms(1000)
