@@ -32,6 +32,7 @@ class LiveRig:
 
         def run():
             self.loop = asyncio.new_event_loop()
+            self.loop.set_exception_handler(_quiet_cancel)
             self.loop.run_until_complete(self._main(ready))
 
         self.thread = threading.Thread(target=run, daemon=True)
@@ -92,6 +93,14 @@ class LiveRig:
         if self.loop is not None:
             self.loop.call_soon_threadsafe(self.stopping.set)
             self.thread.join(5)
+
+
+def _quiet_cancel(loop, ctx):
+    # CPython 3.11's stream callback asks a cancelled connection task for its exception at
+    # shutdown; anything else is reported as usual.
+    if isinstance(ctx.get("exception"), asyncio.CancelledError):
+        return
+    loop.default_exception_handler(ctx)
 
 
 def http(port, method, path, obj=None, headers=None, timeout=10):
