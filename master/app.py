@@ -66,6 +66,7 @@ async def run(
         pairs.append(("note", note))
     log.emit("boot", pairs)
     start(b, edges)
+    start_loops(b, config)
     if http:
         try:
             await start_http(b, http[0], http[1], http_config, config)
@@ -90,6 +91,25 @@ async def run(
             asyncio.create_task(aiorepl.task(g))
     while True:
         await asyncio.sleep_ms(60000)
+
+
+def start_loops(b, config=None):
+    """The body's own tasks from the master's config: nudges (nudge_url), the idle loop
+    (idle). Returns {name: object} of those started; a bad section is said on the event log."""
+    config = config or {}
+    out = {}
+    if config.get("nudge_url"):
+        from master import nudge
+
+        try:
+            n = nudge.Nudger(b.hub, b.clock, config)
+        except ValueError as e:
+            log.emit("error", [("where", "nudge_url"), ("error", str(e))])
+        else:
+            b.report.attach("nudges", n.stats)
+            asyncio.create_task(n.run())
+            out["nudges"] = n
+    return out
 
 
 def http_routes(b, config=None):

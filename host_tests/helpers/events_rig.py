@@ -43,6 +43,7 @@ class LiveRig:
     async def _main(self, ready):
         self.rig.body.start(self.rig.now)
         self.rig.advance(100)
+        self.loops = app.start_loops(self.rig.body, self.config)
         routes = app.http_routes(self.rig.body, self.config)
         self.server = await httpd.serve(routes, "127.0.0.1", 0, self.http_config)
         self.port = self.server.port
