@@ -109,6 +109,17 @@ def start_loops(b, config=None):
             b.report.attach("nudges", n.stats)
             asyncio.create_task(n.run())
             out["nudges"] = n
+    if config.get("idle") is not None:
+        from master import idle
+
+        try:
+            i = idle.Idle(b, config["idle"], int(config.get("idle_after_s", 30)) * 1000)
+        except (ValueError, TypeError) as e:
+            log.emit("idle_refused", [("problems", [str(e)])])
+        else:
+            b.idle = i
+            b.report.attach("idle", i.stats)
+            out["idle"] = i
     return out
 
 

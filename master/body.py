@@ -25,7 +25,7 @@ SPEAK_FRESH_MS = 3000  # speak_ready wants a frame from the speaker this recentl
 
 
 def build(txs, clock, mode="two-port", max_steps=16, note=None, hub=None):
-    """The sans-IO master over `txs` ({port number: tx with send(frame) and expect()}), in
+    """The sans-IO master over `txs` ({port number: tx with send(frame), command(frame) and unread()}), in
     dependency order: every object gets what it calls in its constructor."""
     if hub is None:
         hub = Hub()
@@ -58,6 +58,7 @@ class Body:
         self._menu_version = -1
         self.stamp = stamper(clock, status.t0)  # fn() -> ms since boot: every item's t_ms
         self.recent = None  # the /status ring of plan reports and events (master/recent.py)
+        self.idle = None  # the local loop (master/idle.py), when the config names one
 
     def port(self, index):
         for p in self.ports:
@@ -90,6 +91,10 @@ class Body:
         w = self.scheduler.poll(now)
         if w < wait:
             wait = w
+        if self.idle is not None:
+            w = self.idle.poll(now)
+            if w < wait:
+                wait = w
         return wait
 
     @property
@@ -128,7 +133,10 @@ class Body:
         if problems:
             self.hub.publish("rejected", None, problems)
             return kind, {"problems": problems, "notes": notes}
-        return ACCEPTED, self.scheduler.submit(p, notes, self.clock(), on_accept, on_done)
+        now = self.clock()
+        if self.idle is not None:
+            self.idle.preempt(now)  # a link's plan: the idle plan gives way first
+        return ACCEPTED, self.scheduler.submit(p, notes, now, on_accept, on_done)
 
     async def execute(self, raw, on_accept=None, dups=()):
         """(REPORT, report) once every step has its final status, else (kind, {"problems"})."""

@@ -7,7 +7,8 @@
 # heartbeat or per repeated DESCRIPTOR: the steady state publishes nothing at all.
 #
 # A subscriber is `fn(event, port, data)`, called at once in the publisher's task, in
-# subscription order. It must return at once and never keep `data` (a Step or a Slot goes on
+# subscription order, for the events it subscribed to (`subscribe(fn, events)`, all when None:
+# the filter is a tuple test in the loop, so an event nobody asked for costs no call). It must return at once and never keep `data` (a Step or a Slot goes on
 # changing): copy what it needs, e.g. `describe(event, port, data)`, into its own bounded
 # queue (`Feed`) and let its own task do the slow part (a socket write, a model call). An
 # exception from a subscriber is caught and counted (`hub.errors`, `hub.last_error`), never
@@ -48,26 +49,51 @@ MAX_SUBSCRIBERS = 16  # log, status, ring, nudges, idle loop, MCP, /events strea
 
 
 class Hub:
-    """`subscribe(fn) -> fn`, `unsubscribe(fn)`, `publish(event, port, data)`; see the header."""
+    """`subscribe(fn, events=None) -> fn`, `unsubscribe(fn)`, `publish(event, port, data)`."""
 
     def __init__(self, limit=MAX_SUBSCRIBERS):
-        self.subs = []
+        self.subs = []  # (fn, events or None)
+        # event -> how many subscribers hear it: a hot path (a step per COMMAND_RESP) checks
+        # `hub.wants["step"]` and skips the call when nobody asked for the event
+        self.wants = {}
+        for e in EVENTS:
+            self.wants[e] = 0
         self.limit = limit
         self.errors = 0
         self.last_error = None  # repr of the last exception a subscriber raised
 
-    def subscribe(self, fn):
+    def subscribe(self, fn, events=None):
+        """Call `fn(event, port, data)` for each event in `events` (a tuple of EVENTS names;
+        None: every event)."""
         if len(self.subs) >= self.limit:
             raise ValueError("hub: %d subscribers already, the most it takes" % self.limit)
-        self.subs.append(fn)
+        if events is not None:
+            for e in events:
+                if e not in EVENTS:
+                    raise ValueError("hub: no event %r (events: %s)" % (e, ", ".join(EVENTS)))
+            events = tuple(events)
+        self.subs.append((fn, events))
+        self._count()
         return fn
 
     def unsubscribe(self, fn):
-        if fn in self.subs:
-            self.subs.remove(fn)
+        for sub in self.subs:
+            if sub[0] == fn:
+                self.subs.remove(sub)
+                self._count()
+                return
+
+    def _count(self):
+        for e in EVENTS:
+            self.wants[e] = 0
+        for fn, events in self.subs:
+            for e in EVENTS if events is None else events:
+                self.wants[e] += 1
 
     def publish(self, event, port, data):
-        for fn in self.subs:
+        for fn, events in self.subs:
+            if events is not None and event not in events:
+                continue
             try:
                 fn(event, port, data)
             except Exception as e:  # a subscriber never raises into the bus
@@ -127,12 +153,10 @@ class EventLog:
 
     def __init__(self, hub, emit=log.emit, events=LOGGED):
         self.emit = emit
-        self.events = events
-        hub.subscribe(self.on_event)
+        hub.subscribe(self.on_event, events)
 
     def on_event(self, event, port, data):
-        if event in self.events:
-            self.emit(event, describe(event, port, data))
+        self.emit(event, describe(event, port, data))
 
 
 class Feed:
@@ -152,11 +176,9 @@ class Feed:
         self.n = 0
         self.dropped = 0
         self.ready = asyncio.Event()
-        hub.subscribe(self.on_event)
+        hub.subscribe(self.on_event, events)
 
     def on_event(self, event, port, data):
-        if event not in self.events:
-            return
         item = (event, describe(event, port, data))
         size = len(self.items)
         if self.n == size:

@@ -51,6 +51,7 @@ RESOURCES = [
 # hub events after which a resource reads differently
 _STATUS_EVENTS = ("registered", "refused", "offline", "duplicate", "plan", "rejected")
 _REPORT_EVENTS = ("plan", "rejected")
+_HEARS = ("menu",) + _STATUS_EVENTS
 
 _FAILED = {
     "refused": "the organ refused the command (it answered status 1)",
@@ -115,7 +116,7 @@ class McpServer:
         self.sessions = sessions if sessions is not None else Sessions()
         hub = getattr(body, "hub", None)
         if hub is not None:
-            hub.subscribe(self.on_event)
+            hub.subscribe(self.on_event, _HEARS)
 
     def on_event(self, event, port, data):
         """Hub subscriber: queue notifications for the sessions' open GET streams."""

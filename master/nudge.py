@@ -16,6 +16,7 @@ DEFAULTS = {
     "nudge_timeout_ms": 3000,  # a POST not answered within this has failed
     "nudge_gather_ms": 100,  # a burst's reasons that come this soon after the first go along
 }
+HEARS = ("offline", "registered", "step", "plan")
 MAX_PENDING = 8
 MAX_REASON = 600  # characters of one joined nudge
 
@@ -92,11 +93,9 @@ class Nudger:
         self.last_error = None
         self.last_reason = None
         self.t_last = None
-        hub.subscribe(self.on_event)
+        hub.subscribe(self.on_event, HEARS)
 
     def on_event(self, event, port, data):
-        if event not in ("offline", "registered", "step", "plan"):
-            return
         why = reason_of(event, port, data)
         if why is None or why in self.pending:
             return

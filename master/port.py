@@ -18,7 +18,7 @@ _QUIET_MS = const(1000)  # nothing pending: the port's next own deadline is at m
 
 
 class Port:
-    """Organ port `index`: `tx` takes frames (`send(frame)`, `expect()`: the UART edge),
+    """Organ port `index`: `tx` takes frames (`send(frame)`, `command(frame)`: the UART edge),
     `organs` gets the frames (the registry), `hub` hears of decoder errors. `tx.unread()`
     says whether received bytes wait for the reader: the quiet-line rule then waits too."""
 
@@ -62,8 +62,7 @@ class Port:
         self.resp_due = True
         self.t_command = now
         self.sent += 1
-        self.tx.send(f)
-        self.tx.expect()
+        self.tx.command(f)
 
     def error_count(self):
         d = self.decoder

@@ -29,11 +29,9 @@ class Recent:
         self.next = 0
         self.n = 0
         self.dropped = 0
-        hub.subscribe(self.on_event)
+        hub.subscribe(self.on_event, events)
 
     def on_event(self, event, port, data):
-        if event not in self.events:
-            return
         e = {"t_ms": self.stamp(), "event": event}
         for k, v in describe(event, port, data):
             e[k] = v

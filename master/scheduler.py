@@ -126,6 +126,7 @@ class Scheduler:
     def __init__(self, owners, hub):
         self.owner = owners.owner
         self.hub = hub
+        self._wants = hub.wants  # the per-step publishes are skipped when nobody hears "step"
         self.runs = []
         self.outstanding = {}  # Port -> Step awaiting COMMAND_RESP
         self.groups = {}  # resource group -> Step holding it
@@ -150,6 +151,19 @@ class Scheduler:
         self._dispatch(now)
         return run
 
+    def give_way(self, run, why, now):
+        """Pre-emption (the idle loop, master/idle.py): `run`'s waiting steps are skipped with
+        `why` and its running steps give their resource groups up at once, so the next plan's
+        COMMAND in that group goes out now (the organ then ends the old one: EVENT status 1,
+        and the step is `stopped`); then dispatch."""
+        for s in run.steps:
+            if s.status == PENDING:
+                s.reason = why
+                self._finish(s, SKIPPED, now)
+            elif s.status == RUNNING:
+                self._release(s)
+        self._dispatch(now)
+
     def on_resp(self, port, status, now):
         s = self.outstanding.pop(port, None)
         if s is None:
@@ -173,7 +187,8 @@ class Scheduler:
             self._finish(s, REFUSED, now, True)
         elif self._continuous(s):
             s.status = RUNNING  # its COMMAND_RESP tick is t_sent + ms
-            self.hub.publish("step", s.port.index, s)
+            if self._wants["step"]:
+                self.hub.publish("step", s.port.index, s)
         else:
             self._finish(s, DONE, now, True)
         self._dispatch(now)
@@ -281,7 +296,8 @@ class Scheduler:
             answered = True
         s.status = status
         self._release(s)
-        self.hub.publish("step", None if s.port is None else s.port.index, s)
+        if self._wants["step"]:
+            self.hub.publish("step", None if s.port is None else s.port.index, s)
         run = s.run
         run.left -= 1
         if not answered and run.on_accept:
@@ -372,7 +388,8 @@ class Scheduler:
                 self.groups[group] = s
             self.sent += 1
             port.command(f, now)
-            self.hub.publish("step", port.index, s)
+            if self._wants["step"]:
+                self.hub.publish("step", port.index, s)
 
     def busy_groups(self):
         return list(self.groups)

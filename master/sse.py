@@ -96,10 +96,9 @@ class StampedFeed(Feed):
         super().__init__(hub, size, events)
 
     def on_event(self, event, port, data):
-        if event in self.events:
-            Feed.on_event(self, event, port, data)
-            last = self.items[(self.head + self.n - 1) % len(self.items)]
-            last[1].insert(0, ("t_ms", self.stamp()))
+        Feed.on_event(self, event, port, data)
+        last = self.items[(self.head + self.n - 1) % len(self.items)]
+        last[1].insert(0, ("t_ms", self.stamp()))
 
 
 class Events:

@@ -1,11 +1,13 @@
 # The master's /status document: ports and organs as they are now, plans and steps as the hub told them.
 #
 # `Status` subscribes to the hub and keeps small counters of what it hears (plans finished and
-# rejected, final step statuses, organ EVENTs, offline and decoder events): integer updates of
-# keys that exist from the start, so listening allocates nothing. `document(now)` builds the
-# dict (only when asked).
+# rejected, the final statuses of finished plans' steps, organ EVENTs, offline and decoder
+# events): integer updates of keys that exist from the start, so listening allocates nothing,
+# and it does not ask for per-step events (counted once per finished plan instead).
+# `document(now)` builds the dict (only when asked).
 from organbus.ticks import ticks_diff
 
+_HEARS = ("plan", "rejected", "event", "offline", "decoder")
 _STEP_ENDS = ("done", "started", "stopped", "refused", "timeout", "offline", "skipped")
 
 
@@ -30,18 +32,19 @@ class Status:
         self.decoder_events = 0
         self.hub = hub
         self.parts = []  # (key, fn() -> its value) of the links' and loops' own sections
-        hub.subscribe(self.on_event)
+        hub.subscribe(self.on_event, _HEARS)
 
     def attach(self, key, fn):
         """Add a section `key` to the document, its value `fn()` when it is built."""
         self.parts.append((key, fn))
 
     def on_event(self, event, port, data):
-        if event == "step":
-            if data.status in self.steps:
-                self.steps[data.status] += 1
-        elif event == "plan":
+        if event == "plan":
             self.finished += 1
+            steps = self.steps
+            for s in data.steps:
+                if s.status in steps:
+                    steps[s.status] += 1
         elif event == "rejected":
             self.rejected += 1
         elif event == "event":

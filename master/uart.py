@@ -45,7 +45,8 @@ def _poller(uart):
 
 
 class UartEdge:
-    """One organ port's UART (`timeout=0`): `send(frame)`, `expect()`, `tasks(port)`.
+    """One organ port's UART (`timeout=0`): `send(frame)`, `command(frame)`, `expect()`,
+    `unread()`, `tasks(port)`.
 
     Counters: `written` (frames handed whole to the driver), `dropped` (frames refused because
     the ring was full: the driver took nothing for FRAME_SLOTS frames)."""
@@ -80,6 +81,11 @@ class UartEdge:
             ring[i] = f
             self._n += 1
         self.flush()
+
+    def command(self, f):
+        """Send a COMMAND frame and bring the reader to its COMMAND_RESP (`expect`)."""
+        self.send(f)
+        self.expect()
 
     def pending(self):
         """Frames not yet handed whole to the driver (a partial tail counts as one)."""

@@ -214,7 +214,8 @@ class Wire:
     def send(self, f):
         self.rig._send(self.port, f)
 
-    def expect(self):
+    def command(self, f):
+        self.rig._send(self.port, f)
         self.expects += 1
 
     def unread(self):

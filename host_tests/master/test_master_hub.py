@@ -167,3 +167,21 @@ def test_feed_keeps_the_newest_and_counts_drops():
     feed.close()
     hub.publish("menu", None, (9, [], []))
     assert feed.n == 0 and hub.subs == [], "a closed feed still listens"
+
+
+def test_a_subscriber_hears_only_what_it_asked_for():
+    rig = mf.standard_rig()
+    heard = []
+    assert rig.hub.wants["step"] == 0, "nobody hears steps in a bare rig: %r" % rig.hub.wants
+    rig.hub.subscribe(lambda e, p, d: heard.append(e), ("plan",))
+    status, report = mf.run_plan(rig, pc.text(pc.plan([pc.step("a", "led_on")])))
+    assert heard == ["plan"], heard
+    try:
+        rig.hub.subscribe(lambda e, p, d: None, ("steps",))
+        raise AssertionError("an unknown event name was taken")
+    except ValueError as e:
+        assert "no event 'steps'" in str(e), e
+    rec = _Rec(rig.hub)
+    assert rig.hub.wants["step"] == 1, rig.hub.wants
+    rig.hub.unsubscribe(rec.on)
+    assert rig.hub.wants["step"] == 0, rig.hub.wants

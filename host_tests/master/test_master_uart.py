@@ -208,8 +208,7 @@ def test_command_wakes_the_idle_reader():
         port.resp_due = True  # the Port marks the COMMAND_RESP due before it sends
         micropython.heap_lock()
         try:
-            edge.send(cmd)
-            edge.expect()
+            edge.command(cmd)
         finally:
             micropython.heap_unlock()
         seen.append(edge._napper is None)
@@ -225,7 +224,7 @@ def test_command_wakes_the_idle_reader():
 
     asyncio.run(main())
     assert seen[0] is True, "the reader was not asleep in its idle poll"
-    assert seen[1] is True, "expect() left the reader asleep"
+    assert seen[1] is True, "command() left the reader asleep"
     assert u.written == 15, "the COMMAND went out whole: %d" % u.written
     assert seen[2] == 9, (
         "the COMMAND_RESP was not read within a few loop passes (the reader waited for its %d "
