@@ -1,5 +1,6 @@
-# Launcher of a simulated board on the unix port: runs the board's main.py (from the current
-# folder) as __main__, as the board itself would, after optional simulation hooks:
+# Boot of a simulated board on the unix port: runs main.py from the current folder (the stage
+# tools/vbody/launch.py made: main.py, board.json, settings.json) as __main__, as the board
+# itself would, after optional simulation hooks:
 #   ORGANBUS_SIM_HEAP_MS  every N ms print {"event": "heap", "alloc": .., "free": ..} after a
 #                         gc.collect(), from a task added beside the board's own (benchmarks).
 import os

@@ -70,7 +70,10 @@ class Wire:
         self.dst = None  # the End bytes are delivered to
         self.rng = random.Random(seed)
         self.cond = threading.Condition()
-        self.queue = collections.deque()  # [start_time, bytearray]: byte k ends at start+(k+1)*B
+        # [start_time, bytearray, gap]: byte k ends at start+(k+1)*B; gap > 0 (the second piece of
+        # a split write) also keeps it that long after the previous hand-over, however late that was
+        self.queue = collections.deque()
+        self.last_out = 0.0  # when the pacer last handed bytes over
         self.t_free = 0.0
         self.flip_rate = 0.0
         self.drop_rate = 0.0
@@ -134,7 +137,7 @@ class Wire:
                 start = max(now, self.t_free)
                 if i:
                     start += self.split_gap_s
-                self.queue.append([start, piece])
+                self.queue.append([start, piece, self.split_gap_s if i else 0.0])
                 self.t_free = start + len(piece) * BYTE_S
             self.cond.notify()
 
@@ -144,7 +147,7 @@ class Wire:
     def clear(self):
         """Drop what is in flight (a pulled cable)."""
         with self.cond:
-            n = sum(len(p) for _, p in self.queue)
+            n = sum(len(e[1]) for e in self.queue)
             self.count("unplugged", n)
             self.queue.clear()
             self.t_free = 0.0
@@ -165,7 +168,10 @@ class Wire:
                     self.cond.wait()
                 if self.closed:
                     return
-                start, data = self.queue[0]
+                start, data, gap = self.queue[0]
+                if gap:  # a split write's pause holds even when the first piece went out late
+                    start = max(start, self.last_out + gap)
+                    self.queue[0][0], self.queue[0][2] = start, 0.0
                 now = time.monotonic() + WAKE_LEAD_S
                 due = int((now - start) / BYTE_S + 1e-9)
                 want = len(data) if len(data) <= WHOLE_WRITE_BYTES else DELIVER_MAX_BYTES
@@ -182,7 +188,8 @@ class Wire:
                     del data[:k]
                     self.queue[0][0] = start + k * BYTE_S
             self._deliver(out)
-            late = time.monotonic() - t_due
+            self.last_out = time.monotonic()
+            late = self.last_out - t_due
             if late > self.late_max:
                 self.late_max = late
             if late > STALL_S:
