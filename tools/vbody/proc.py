@@ -30,8 +30,10 @@ class BoardProc:
         stdout_passthrough=False,
         pinlog=None,
         wav=None,
+        settings=None,
     ):
         self.role = role
+        self.settings = settings  # board settings over the host's (launch.Launch)
         self.out_dir = out_dir
         os.makedirs(out_dir, exist_ok=True)
         self.uarts = dict(uarts or {})
@@ -63,6 +65,7 @@ class BoardProc:
             heap_report_ms=self.heap_report_ms,
             pinlog=self.pinlog,
             wav=self.wav,
+            settings=self.settings,
         )
         with self.lock:
             self.stopping = False
