@@ -79,6 +79,15 @@ class Stream(threading.Thread):
                     self.items.append((t, kind, data))
         self.closed = True
 
+    def ready(self, timeout=10):
+        """Waits for the answer's head (a stream gives its request slot back then)."""
+        end = time.monotonic() + timeout
+        while self.status is None and not self.closed and time.monotonic() < end:
+            time.sleep(0.01)
+        if self.status != 200:
+            raise RuntimeError("GET stream answered %s" % self.status)
+        return self
+
     def close(self):
         try:
             self.s.shutdown(socket.SHUT_RDWR)
@@ -123,7 +132,7 @@ def mcp_session(addr):
         raise RuntimeError("MCP initialize answered %s without a session" % status)
     h = {"Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-11-25"}
     post(addr, "/mcp", {"jsonrpc": "2.0", "method": "notifications/initialized"}, h)
-    return sid, Stream(addr, "/mcp", h)
+    return sid, Stream(addr, "/mcp", h).ready()
 
 
 def heaps(body, since=0):
@@ -133,7 +142,7 @@ def heaps(body, since=0):
 
 def bench_soak(body, soak_s, seed=1):
     rng = random.Random(seed)
-    streams = [Stream(body.http) for _ in range(3)]
+    streams = [Stream(body.http).ready() for _ in range(3)]
     sid, mstream = mcp_session(body.http)
     h = {"Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-11-25"}
     time.sleep(3.0)  # heap reports with the streams attached: the value "after attach"
@@ -187,8 +196,7 @@ def bench_soak(body, soak_s, seed=1):
 def bench_latency(body, n=30):
     cable = body.cable("led")
     got = FrameTimes(cable.ba, delivered=True)  # organ -> master, as the master's UART got it
-    sse = Stream(body.http)
-    time.sleep(0.5)
+    sse = Stream(body.http).ready()
     resp_ms, event_ms = [], []
     for i in range(n):
         t0 = time.monotonic()
