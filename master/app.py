@@ -93,11 +93,16 @@ async def run(
         await asyncio.sleep_ms(60000)
 
 
+def _nudges_off():
+    return {"url": None, "sent": 0, "failed": 0, "dropped": 0}
+
+
 def start_loops(b, config=None):
     """The body's own tasks from the master's config: nudges (nudge_url), the idle loop
     (idle). Returns {name: object} of those started; a bad section is said on the event log."""
     config = config or {}
     out = {}
+    nudges = None
     if config.get("nudge_url"):
         from master import nudge
 
@@ -106,9 +111,10 @@ def start_loops(b, config=None):
         except ValueError as e:
             log.emit("error", [("where", "nudge_url"), ("error", str(e))])
         else:
-            b.report.attach("nudges", n.stats)
+            nudges = n
             asyncio.create_task(n.run())
             out["nudges"] = n
+    b.report.attach("nudges", nudges.stats if nudges else _nudges_off)
     if config.get("idle") is not None:
         from master import idle
 

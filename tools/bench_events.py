@@ -187,6 +187,10 @@ def bench_soak(body, soak_s, seed=1):
         "master_delta": None if start is None or end is None else end - start,
         "master_max": max(h_all) if h_all else None,
         "master_every_10s": h_all[::10],
+        # flatness: the median of the reports 10..40 s in (the ring and the sessions full)
+        # against the median of the last 30 (a report is one per second)
+        "master_median_early": statistics.median(h_all[10:40]) if len(h_all) > 40 else None,
+        "master_median_late": statistics.median(h_all[-30:]) if len(h_all) > 40 else None,
     }
     for s in streams + [mstream]:
         s.close()
@@ -269,6 +273,12 @@ def show(f):
            so["mcp_notifications"], so["lost"])
     )  # fmt: skip
     print("  master heap every 10 s: %s" % so["master_every_10s"])
+    if so["master_median_early"] is not None:
+        print(
+            "  median 10..40 s in %d B, median of the last 30 s %d B: %+d B"
+            % (so["master_median_early"], so["master_median_late"],
+               so["master_median_late"] - so["master_median_early"])
+        )  # fmt: skip
 
 
 def main():

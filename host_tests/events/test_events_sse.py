@@ -137,7 +137,10 @@ def test_status_ring_keeps_asked_happened_and_refused():
         assert status == 200
         status, rep = live.plan(plan(step("z", "led_disco")))
         assert status == 422
-        ring = http(live.port, "GET", "/status")[1]["recent"]
+        st = http(live.port, "GET", "/status")[1]
+        assert st["nudges"] == {"url": None, "sent": 0, "failed": 0, "dropped": 0}, st["nudges"]
+        assert "idle" not in st, "no idle loop unless configured"
+        ring = st["recent"]
         kinds = [e["event"] for e in ring]
         assert kinds[:2] == ["registered", "registered"], kinds
         p = [e for e in ring if e["event"] == "plan"][-1]
