@@ -5,8 +5,6 @@
 # `plan.parse` (the strict reader, the one size limit `plan.MAX_PLAN_BYTES`) -> `plan.check`
 # against the live capabilities -> the scheduler. The Body says what happened as an outcome
 # kind (master/outcome.py); only the links choose a status code for it (master/routes.py).
-import asyncio
-
 from organbus import menu as _menu
 from organbus import plan as _plan
 from organbus.ticks import ticks_diff
@@ -140,6 +138,8 @@ class Body:
 
     async def execute(self, raw, on_accept=None, dups=()):
         """(REPORT, report) once every step has its final status, else (kind, {"problems"})."""
+        import asyncio  # only here: the rest of the Body is sans-IO and runs without it
+
         ev = asyncio.Event()
         kind, run = self.submit(raw, on_accept, lambda r: ev.set(), dups)
         if kind != ACCEPTED:
