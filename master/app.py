@@ -53,11 +53,13 @@ async def run(
     console=None,
     max_steps=16,
     repl_globals=None,
+    xiaozhi=None,
     config=None,
 ):
     """Run the master for ever. `http`: (host, port) or None; `console`: "link" puts the
     JSON-lines link on stdin/stdout, "repl" starts aiorepl when installed, None neither;
-    `config`: the master's config (its "events" section: /events limits)."""
+    `xiaozhi`: (config, ident, set_clock, reset) of the xiaozhi link (master/xiaozhi_link.py);
+    `config`: the master's config (events, nudge_url, idle: master/sse.py, nudge.py, idle.py)."""
     global body
     b, edges = build(uarts, mode, note, max_steps)
     body = b
@@ -72,6 +74,8 @@ async def run(
             await start_http(b, http[0], http[1], http_config, config)
         except Exception as e:  # the body keeps running without its HTTP link
             log.emit("http_failed", [("host", http[0]), ("port", http[1]), ("error", repr(e))])
+    if xiaozhi:
+        start_xiaozhi(b, *xiaozhi)
     if console == "link":
         from master import jsonlines
 
@@ -150,3 +154,17 @@ async def start_http(b, host, port, http_config=None, config=None):
     server = await httpd.serve(http_routes(b, config), host, port, http_config or {})
     log.emit("http", [("host", host), ("port", getattr(server, "port", port))])
     return server
+
+
+def start_xiaozhi(b, config, ident, set_clock=None, reset=None):
+    """The xiaozhi link as its own task (never raises: a bad config is said on the event log)."""
+    from master import mcp, xiaozhi_link
+
+    try:
+        link = xiaozhi_link.start(b, config, ident, mcp.SERVER_INFO["version"], set_clock, reset)
+    except Exception as e:
+        log.emit("xiaozhi", [("what", "refused"), ("reason", repr(e))])
+        return None
+    if link is not None:
+        b.links["xiaozhi"] = link
+    return link

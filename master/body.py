@@ -57,6 +57,7 @@ class Body:
         self.stamp = stamper(clock, status.t0)  # fn() -> ms since boot: every item's t_ms
         self.recent = None  # the /status ring of plan reports and events (master/recent.py)
         self.idle = None  # the local loop (master/idle.py), when the config names one
+        self.links = {}  # name -> a running link with status() (the xiaozhi link), in status()
 
     def port(self, index):
         for p in self.ports:
@@ -162,4 +163,6 @@ class Body:
     def status(self):
         doc = self.report.document(self.clock())
         doc["speak_ready"] = self.speak_ready()
+        for name in self.links:
+            doc[name] = self.links[name].status()
         return doc

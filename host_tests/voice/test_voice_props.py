@@ -150,3 +150,54 @@ def test_voice_compiles_for_rv32(tmp_path):
                 text=True,
             )
             assert r.returncode == 0, "%s: %s" % (name, r.stderr)
+
+
+def test_bench_reads_the_meter_and_says_when_it_is_absent(monkeypatch):
+    import bench_voice
+
+    out = (
+        "engine    WER 0.224  PER 0.437  (30 sentences)\n"
+        "espeak-ng WER 0.712  PER 0.672  (through 11025 Hz)\n"
+        "ratio     WER 0.31  PER 0.65  (engine / espeak-ng; below 1 is better)\n"
+        "flite slt WER 0.156  PER 0.459  (through 11025 Hz)\n"
+        "vs flite  WER 1.44  PER 0.95  (engine / flite; below 1 is better)\n"
+    )
+    fig = bench_voice.parse_meter(out)
+    assert fig == {
+        "engine_wer": 0.224,
+        "engine_per": 0.437,
+        "espeak_wer": 0.712,
+        "espeak_per": 0.672,
+        "ratio_wer": 0.31,
+        "ratio_per": 0.65,
+        "flite_wer": 0.156,
+        "flite_per": 0.459,
+        "vs_flite_wer": 1.44,
+        "vs_flite_per": 0.95,
+    }, fig
+    monkeypatch.setattr(bench_voice, "METER", "/nonexistent/speech_meter.py")
+    fig, why = bench_voice.measure_wer()
+    assert fig is None and "not here" in why and "/nonexistent" in why, why
+    monkeypatch.setenv("ORGANBUS_RV32_IMAGE", "/nonexistent/firmware.elf")
+    r, why = bench_voice.measure_rv32()
+    assert r is None and "no RV32 image at /nonexistent/firmware.elf" in why, why
+
+
+def test_diphthong_holds_then_glides():
+    # the track twin on CPython: first target held for SEG_HOLD frames, then a straight glide
+    from array import array
+
+    from organs.voice.klatt_pure import track_pure
+
+    seg = array("i", [0] * klatt.NSEG)
+    seg[3:9] = array("i", [700, 1200, 2500, 400, 1900, 2500])
+    seg[klatt.SEG_N], seg[klatt.SEG_HOLD], seg[klatt.SEG_NA] = 10, 4, 1
+    an = array("h", [0, 110])
+    fp = array("i", [0] * klatt.NFP)
+    f2 = []
+    for k in range(10):
+        track_pure(fp, seg, k, an, k)
+        f2.append(fp[5])
+    assert f2[:5] == [1200] * 5, "held for the first 4 frames (and the glide starts at 0): %r" % f2
+    assert f2[5:] == [1200 + 700 * k // 6 for k in range(1, 6)], "then a straight glide: %r" % f2
+    assert fp[0] == 110, "one anchor: a level pitch"

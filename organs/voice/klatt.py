@@ -108,99 +108,106 @@ def r_table(rate):
     return t
 
 
+# frame parameter array (array "i", NFP long) layout: what set_frame() turns into co[]
+F0 = const(0)  # Hz (0: keep the phase running at 100 Hz)
+AV = const(1)  # voicing, aspiration, frication amplitudes in dB 0..80
+AH = const(2)
+AF = const(3)
+FR = const(4)  # F1..F5 (4..8), Hz
+BW = const(9)  # B1..B5 (9..13), Hz
+FNP = const(14)  # nasal pole and zero, Hz (equal: no nasal pair)
+FNZ = const(15)
+PAR = const(16)  # parallel A2..A5 and AB (16..20), dB
+F5P = const(21)  # top parallel band centre, Hz
+_RATE = const(22)
+_TOP = const(23)  # highest resonance allowed (45% of the rate)
+NFP = 24
+
+# segment array (array "i", NSEG long) for track(): one phoneme's formant path and the
+# clause's pitch position. Formants F1..F3 go boundary -> target -> boundary.
+SEG_BL = const(0)  # F1..F3 at the boundary with the phoneme before (0..2)
+SEG_T0 = const(3)  # target at the phoneme's start (3..5) and end (6..8)
+SEG_T1 = const(6)
+SEG_BR = const(9)  # F1..F3 at the boundary with the phoneme after (9..11)
+SEG_TIN = const(12)  # frames moving in from BL, frames moving out to BR
+SEG_TOUT = const(13)
+SEG_N = const(14)  # the phoneme's frames
+SEG_AI = const(15)  # current pitch anchor (advanced by track())
+SEG_NA = const(16)  # pitch anchors in the clause
+SEG_HOLD = const(17)  # frames the start target is held before moving to the end target
+NSEG = 18
+
+# tabs (array "h"): AMP at 0 (81), COSQ at _TC (257), the rate's r table at _TR (201)
+_TC = const(81)
+_TR = const(338)
+NTAB = 539
+
+
+def tables(rate):
+    """The three lookup tables the frame code needs, in one array "h" (1078 bytes)."""
+    t = array("h", bytes(2 * NTAB))
+    for k in range(81):
+        t[k] = AMP[k]
+    for k in range(257):
+        t[_TC + k] = COSQ[k]
+    r = r_table(rate)
+    for k in range(201):
+        t[_TR + k] = r[k]
+    return t
+
+
 class Synth:
-    """Formant synthesizer state; set_frame() then render() repeatedly."""
+    """Formant synthesizer state; fill fp[] (NFP layout), frame(), then render() repeatedly."""
 
     def __init__(self, rate=11025, viper=True):
         self.rate = rate
-        self.rtab = r_table(rate)
         self.co = array("i", bytes(4 * NCO))
         self.st = array("i", bytes(4 * NST))
         self.st[_SEED] = 12345
         self.co[_GAIN] = 4096
+        self.fp = array("i", bytes(4 * NFP))
+        self.fp[_RATE] = rate
+        self.fp[_TOP] = rate * 45 // 100  # keep every resonance below Nyquist at low rates
+        self.tabs = tables(rate)
         self._fast = viper and _viper_render is not None
-        self._par_on = 0
-        self._quiet = 0
-        self._memo = array("i", bytes(4 * 3 * NCO))
+        # per co slot: last f, last bw, last A; then the count of silent frames in a row
+        self._memo = array("i", bytes(4 * (3 * NCO + 1)))
         for k in range(0, 3 * NCO, 3):
             self._memo[k] = -1  # no frequency seen yet
-
-    def _reson(self, k, f, bw, norm=True):
-        top = self.rate * 45 // 100  # keep every resonance below Nyquist at low rates
-        if f > top:
-            f = top
-        memo = self._memo  # per coefficient slot: last f, last bw, last A
-        if memo[3 * k] == f and memo[3 * k + 1] == bw:
-            return memo[3 * k + 2]  # unchanged since the last frame: co[] still holds it
-        memo[3 * k] = f
-        memo[3 * k + 1] = bw
-        bi = bw // 10
-        if bi < 1:
-            bi = 1
-        elif bi > 200:
-            bi = 200
-        r = self.rtab[bi]
-        b = (r * cos_q14(f, self.rate)) >> 15
-        c = -((r * r) >> 16)
-        co = self.co
-        if norm:
-            co[k] = 4096 - b - c
-            co[k + 1] = b
-            co[k + 2] = c
+        if self._fast:
+            self._frame = _viper_frame
         else:
-            co[k] = b
-            co[k + 1] = c
-        memo[3 * k + 2] = 4096 - b - c
-        return 4096 - b - c
+            from .klatt_pure import frame_pure
+
+            self._frame = frame_pure
+        if self._fast:
+            self.track = _viper_track
+        else:
+            from .klatt_pure import track_pure
+
+            self.track = track_pure
+
+    def frame(self):
+        """Turn the parameters in fp[] into the next frame's coefficients."""
+        self._frame(self.co, self.st, self.fp, self._memo, self.tabs)
 
     def set_frame(self, f0, av, ah, af, fr, bw, fnp, fnz, par):
         """f0 in Hz (0: keep phase running at 100 Hz); av ah af in dB 0..80;
         fr/bw: 5 cascade formants and bandwidths (Hz); fnp/fnz: nasal pole and zero
         (Hz; equal means no nasal); par: (A2, A3, A4, A5, AB) in dB and F5p (Hz)."""
-        co = self.co
-        if f0 <= 0:
-            f0 = 100
-        co[_DPH] = (f0 * 65536) // self.rate
-        co[_AV] = AMP[min(max(av, 0), 80)]
-        co[_AH] = AMP[min(max(ah, 0), 80)]
-        co[_AF] = AMP[min(max(af, 0), 80)]
-        if co[_AV] or co[_AH] or co[_AF]:
-            self._quiet = 0
-        else:
-            # after two silent frames the filters have rung out: clear them, so integer
-            # rounding cannot leave a faint limit cycle humming through a pause
-            self._quiet += 1
-            if self._quiet == 3:
-                st = self.st
-                for k in range(4, NST):
-                    st[k] = 0
-        flags = 0
-        if fnz != fnp:
-            flags |= 1
-            az = self._reson(_NZ, fnz, 100, False)
-            ap = self._reson(_NP + 1, fnp, 100, False)
-            co[_NP] = (ap * 4096) // az if az > 0 else 4096
-        elif self.co[_FLAGS] & 1:
-            st = self.st
-            for k in range(4, 8):
-                st[k] = 0
+        fp = self.fp
+        fp[F0] = f0
+        fp[AV] = av
+        fp[AH] = ah
+        fp[AF] = af
         for i in range(5):
-            self._reson(_R1 + 3 * i, fr[i], bw[i])
-        on = co[_AF] and (par[0] or par[1] or par[2] or par[3] or par[4])
-        if on:
-            flags |= 2
-            self._reson(_P2, fr[1], 200)
-            self._reson(_P2 + 3, fr[2], 250)
-            self._reson(_P2 + 6, fr[3], 320)
-            self._reson(_P2 + 9, par[5], 400)
-            for i in range(5):
-                co[_G2 + i] = AMP[min(max(par[i], 0), 80)]
-        elif self._par_on:
-            st = self.st
-            for k in range(18, 26):
-                st[k] = 0
-        self._par_on = on
-        co[_FLAGS] = flags
+            fp[FR + i] = fr[i]
+            fp[BW + i] = bw[i]
+            fp[PAR + i] = par[i]
+        fp[FNP] = fnp
+        fp[FNZ] = fnz
+        fp[F5P] = par[5]
+        self.frame()
 
     def set_gain(self, g):
         """Output gain, Q12 (4096 = 1); at most 16384 so y * gain stays below 2**31."""
@@ -220,6 +227,155 @@ class Synth:
 
 
 _viper_render = None
+_viper_frame = None
+_viper_track = None
+
+
+if sys.implementation.name == "micropython":
+    # The frame's coefficients: amplitudes, nasal pair, cascade R1..R5, parallel R2..R5 and
+    # their gains, each resonator recomputed only when its frequency or bandwidth changed
+    # (memo). ptr32 loads zero-extend on 64-bit ports: the dB values, which may be
+    # negative, get their sign back as in _viper_render; every other value read is >= 0.
+    @micropython.viper
+    def _viper_frame(co: ptr32, st: ptr32, fp: ptr32, memo: ptr32, tabs: ptr16):
+        rate = fp[22]
+        top = fp[23]
+        f0 = fp[0]
+        if f0 <= 0:
+            f0 = 100
+        co[0] = (f0 * 65536) // rate
+        loud = 0
+        for k in range(3):
+            a = ((fp[1 + k] + 0x20000000) & 0x3FFFFFFF) - 0x20000000  # may be negative
+            if a < 0:
+                a = 0
+            elif a > 80:
+                a = 80
+            v = tabs[a]
+            co[1 + k] = v
+            loud |= v
+        if loud:
+            memo[129] = 0
+        else:
+            # after two silent frames the filters have rung out: clear them, so integer
+            # rounding cannot leave a faint limit cycle humming through a pause
+            q = memo[129] + 1
+            memo[129] = q
+            if q == 3:
+                for k in range(4, 26):
+                    st[k] = 0
+        old = co[4]
+        fnp = fp[14]
+        fnz = fp[15]
+        nasal = fnz != fnp
+        par_on = 0
+        if co[3]:
+            par_on = fp[16] | fp[17] | fp[18] | fp[19] | fp[20]
+        flags = 0
+        if nasal:
+            flags = 1
+        elif old & 1:
+            for k in range(4, 8):
+                st[k] = 0
+        if par_on:
+            flags |= 2
+            for k in range(5):
+                a = ((fp[16 + k] + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+                if a < 0:
+                    a = 0
+                elif a > 80:
+                    a = 80
+                co[38 + k] = tabs[a]
+        elif old & 2:
+            for k in range(18, 26):
+                st[k] = 0
+        az = 0
+        ap = 0
+        for r in range(11):
+            # request r: (co slot, frequency, bandwidth, normalized)
+            norm = 1
+            if r == 0:
+                if not nasal:
+                    continue
+                slot = 6
+                f = fnz
+                bw = 100
+                norm = 0
+            elif r == 1:
+                if not nasal:
+                    continue
+                slot = 9
+                f = fnp
+                bw = 100
+                norm = 0
+            elif r < 7:
+                slot = 11 + 3 * (r - 2)
+                f = fp[4 + r - 2]
+                bw = fp[9 + r - 2]
+            else:
+                if not par_on:
+                    break
+                slot = 26 + 3 * (r - 7)
+                if r == 10:
+                    f = fp[21]
+                    bw = 400
+                else:
+                    f = fp[5 + r - 7]
+                    bw = 200
+                    if r == 8:
+                        bw = 250
+                    elif r == 9:
+                        bw = 320
+            if f > top:
+                f = top
+            m = 3 * slot
+            if memo[m] == f and memo[m + 1] == bw:
+                a = memo[m + 2]
+            else:
+                memo[m] = f
+                memo[m + 1] = bw
+                bi = bw // 10
+                if bi < 1:
+                    bi = 1
+                elif bi > 200:
+                    bi = 200
+                rr = tabs[338 + bi]
+                p = (f * 16384) // rate  # cos(2 pi f / rate) in Q14, 16384 units per turn
+                if p > 8192:
+                    p = 8192
+                elif p < 0:
+                    p = 0
+                q = p
+                if p > 4096:
+                    q = 8192 - p
+                i = q >> 4
+                v = tabs[81 + i]
+                if i < 256:
+                    v += ((tabs[82 + i] - v) * (q & 15)) >> 4
+                if p > 4096:
+                    v = 0 - v
+                b = (rr * v) >> 15
+                c = 0 - ((rr * rr) >> 16)
+                a = 4096 - b - c
+                memo[m + 2] = a
+                if norm:
+                    co[slot] = a
+                    co[slot + 1] = b
+                    co[slot + 2] = c
+                else:
+                    co[slot] = b
+                    co[slot + 1] = c
+            if r == 0:
+                az = a
+            elif r == 1:
+                ap = a
+        if nasal:
+            if az > 0:
+                co[8] = (ap * 4096) // az
+            else:
+                co[8] = 4096
+        co[4] = flags
+
 
 if sys.implementation.name == "micropython":
     # ptr32 loads zero-extend on 64-bit ports: values here are within +-2**29, so
@@ -420,3 +576,44 @@ if sys.implementation.name == "micropython":
         st[23] = p4b
         st[24] = p5a
         st[25] = p5b
+
+
+if sys.implementation.name == "micropython":
+    # Frame k of a phoneme (seg[], NSEG layout) at clause frame t: F1..F3 into fp[4..6]
+    # and F0 into fp[0] from the pitch anchors (frame, Hz pairs, array "h"). Every value
+    # read here is non-negative, so zero-extending loads on 64-bit ports do no harm.
+    @micropython.viper
+    def _viper_track(fp: ptr32, seg: ptr32, k: int, an: ptr16, t: int):
+        n = seg[14]
+        tin = seg[12]
+        tout = seg[13]
+        hold = seg[17]
+        kk = k - hold
+        if kk < 0:
+            kk = 0
+        for j in range(3):
+            a = seg[3 + j]
+            v = a + ((seg[6 + j] - a) * kk) // (n - hold)
+            if k < tin:
+                a = seg[j]
+                v = a + ((v - a) * (2 * k + 1)) // (2 * tin)
+            elif n - 1 - k < tout:
+                a = seg[9 + j]
+                v = a + ((v - a) * (2 * (n - k) - 1)) // (2 * tout)
+            fp[4 + j] = v
+        ai = seg[15]
+        na = seg[16]
+        while ai + 1 < na and an[2 * ai + 2] <= t:
+            ai += 1
+        seg[15] = ai
+        if ai + 1 < na:
+            t0 = an[2 * ai]
+            h0 = an[2 * ai + 1]
+            t1 = an[2 * ai + 2]
+            h1 = an[2 * ai + 3]
+            if t1 > t0:
+                fp[0] = h0 + ((h1 - h0) * (t - t0)) // (t1 - t0)
+            else:
+                fp[0] = h1
+        else:
+            fp[0] = an[2 * ai + 1]

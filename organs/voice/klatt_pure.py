@@ -138,3 +138,156 @@ def render_pure(buf, st, co, gl):
     st[23] = p4b
     st[24] = p5a
     st[25] = p5b
+
+
+def frame_pure(co, st, fp, memo, tabs):
+    """Twin of klatt._viper_frame: fp[] (klatt.NFP layout) -> co[], the same integer steps."""
+    rate = fp[22]
+    top = fp[23]
+    f0 = fp[0]
+    if f0 <= 0:
+        f0 = 100
+    co[0] = (f0 * 65536) // rate
+    loud = 0
+    for k in range(3):
+        a = fp[1 + k]
+        if a < 0:
+            a = 0
+        elif a > 80:
+            a = 80
+        v = tabs[a]
+        co[1 + k] = v
+        loud |= v
+    if loud:
+        memo[129] = 0
+    else:
+        q = memo[129] + 1
+        memo[129] = q
+        if q == 3:
+            for k in range(4, 26):
+                st[k] = 0
+    old = co[4]
+    fnp = fp[14]
+    fnz = fp[15]
+    nasal = fnz != fnp
+    par_on = 0
+    if co[3]:
+        par_on = fp[16] | fp[17] | fp[18] | fp[19] | fp[20]
+    flags = 0
+    if nasal:
+        flags = 1
+    elif old & 1:
+        for k in range(4, 8):
+            st[k] = 0
+    if par_on:
+        flags |= 2
+        for k in range(5):
+            a = fp[16 + k]
+            if a < 0:
+                a = 0
+            elif a > 80:
+                a = 80
+            co[38 + k] = tabs[a]
+    elif old & 2:
+        for k in range(18, 26):
+            st[k] = 0
+    az = ap = 0
+    for r in range(11):
+        norm = 1
+        if r == 0:
+            if not nasal:
+                continue
+            slot, f, bw, norm = 6, fnz, 100, 0
+        elif r == 1:
+            if not nasal:
+                continue
+            slot, f, bw, norm = 9, fnp, 100, 0
+        elif r < 7:
+            slot = 11 + 3 * (r - 2)
+            f = fp[4 + r - 2]
+            bw = fp[9 + r - 2]
+        else:
+            if not par_on:
+                break
+            slot = 26 + 3 * (r - 7)
+            if r == 10:
+                f, bw = fp[21], 400
+            else:
+                f = fp[5 + r - 7]
+                bw = 250 if r == 8 else (320 if r == 9 else 200)
+        if f > top:
+            f = top
+        m = 3 * slot
+        if memo[m] == f and memo[m + 1] == bw:
+            a = memo[m + 2]
+        else:
+            memo[m] = f
+            memo[m + 1] = bw
+            bi = bw // 10
+            if bi < 1:
+                bi = 1
+            elif bi > 200:
+                bi = 200
+            rr = tabs[338 + bi]
+            p = (f * 16384) // rate
+            if p > 8192:
+                p = 8192
+            elif p < 0:
+                p = 0
+            q = 8192 - p if p > 4096 else p
+            i = q >> 4
+            v = tabs[81 + i]
+            if i < 256:
+                v += ((tabs[82 + i] - v) * (q & 15)) >> 4
+            if p > 4096:
+                v = -v
+            b = (rr * v) >> 15
+            c = -((rr * rr) >> 16)
+            a = 4096 - b - c
+            memo[m + 2] = a
+            if norm:
+                co[slot] = a
+                co[slot + 1] = b
+                co[slot + 2] = c
+            else:
+                co[slot] = b
+                co[slot + 1] = c
+        if r == 0:
+            az = a
+        elif r == 1:
+            ap = a
+    if nasal:
+        co[8] = (ap * 4096) // az if az > 0 else 4096
+    co[4] = flags
+
+
+def track_pure(fp, seg, k, an, t):
+    """Twin of klatt._viper_track: F1..F3 and F0 of frame k of a phoneme (seg[] layout)."""
+    n = seg[14]
+    tin = seg[12]
+    tout = seg[13]
+    hold = seg[17]
+    kk = k - hold if k > hold else 0
+    for j in range(3):
+        a = seg[3 + j]
+        v = a + ((seg[6 + j] - a) * kk) // (n - hold)
+        if k < tin:
+            a = seg[j]
+            v = a + ((v - a) * (2 * k + 1)) // (2 * tin)
+        elif n - 1 - k < tout:
+            a = seg[9 + j]
+            v = a + ((v - a) * (2 * (n - k) - 1)) // (2 * tout)
+        fp[4 + j] = v
+    ai = seg[15]
+    na = seg[16]
+    while ai + 1 < na and an[2 * ai + 2] <= t:
+        ai += 1
+    seg[15] = ai
+    if ai + 1 < na:
+        t0 = an[2 * ai]
+        h0 = an[2 * ai + 1]
+        t1 = an[2 * ai + 2]
+        h1 = an[2 * ai + 3]
+        fp[0] = h0 + ((h1 - h0) * (t - t0)) // (t1 - t0) if t1 > t0 else h1
+    else:
+        fp[0] = an[2 * ai + 1]

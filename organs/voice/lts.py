@@ -181,26 +181,41 @@ _INDEX = {}
 
 def _section_index(f, name):
     """File offsets of each letter's rule section: [0] apostrophe, [1..26] A..Z (0 = none).
-    Built once per rules file and kept (56 bytes)."""
+    Built once per rules file and kept (56 bytes); the file is scanned in 64-byte chunks
+    (one read call per chunk, not one per line)."""
     idx = _INDEX.get(name)
     if idx is not None:
         return idx
     from array import array
 
     idx = array("H", bytes(2 * 27))
+    buf = bytearray(64)
     f.seek(0)
-    off = 0
+    pos = 0  # file offset of buf[0]
+    line_start = True
+    after_at = False
+    want = -1  # the letter whose "@X" line is being read: its section starts after it
     while True:
-        line = f.readline()
-        if not line:
+        n = f.readinto(buf)
+        if not n:
             break
-        off += len(line)
-        if line[0] == 64:  # "@X" opens the section of X
-            c = line[1]
-            if 65 <= c <= 90:
-                idx[c - 64] = off
-            elif c == 39:
-                idx[0] = off
+        for i in range(n):
+            c = buf[i]
+            if after_at:
+                want = c
+                after_at = False
+            elif line_start and c == 64:  # "@X" opens the section of X
+                after_at = True
+            if c == 10:
+                line_start = True
+                if 65 <= want <= 90:
+                    idx[want - 64] = pos + i + 1
+                elif want == 39:
+                    idx[0] = pos + i + 1
+                want = -1
+            else:
+                line_start = False
+        pos += n
     _INDEX[name] = idx
     return idx
 

@@ -59,8 +59,10 @@ def _load():
     with f:
         n = f.read(1)[0]
         codes = f.read(n).decode()
-        params = array("h", bytes(2 * NFIELD * n))
-        f.readinto(params)
+        raw = f.read(2 * NFIELD * n)  # read(), not readinto(array): some VFS count items
+        if len(raw) != 2 * NFIELD * n:
+            raise OSError("phonemes.dat is truncated: %d of %d bytes" % (len(raw), 2 * NFIELD * n))
+        params = array("h", raw)
     if sys.byteorder != "little":
         params.byteswap()
     return codes, params

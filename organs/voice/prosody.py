@@ -86,7 +86,7 @@ def plan(cl, words, w0, end, pronouncer, rate, first=True, last=True):
                 continue
             s = 0
             if _kind(code) & P.VOWEL:
-                s = 0 if func else stress
+                s = (1 if stress else 0) if func else stress
                 stress = 0
             if cl.n < CAP - 1:
                 cl.add(code, s, FUNC if func else 0)

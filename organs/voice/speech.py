@@ -5,15 +5,18 @@
 # and the synthesizer's two small arrays; the utterance never exists as audio in RAM.
 
 import os
+from array import array
 
 from . import phonemes as P
 from . import prosody
-from .klatt import FRAME, Synth
+from .klatt import AF, AH, AV, BW, F0, F5P, FNP, FNZ, FR, FRAME, NSEG, PAR, SEG_AI, SEG_BL
+from .klatt import SEG_BR, SEG_HOLD, SEG_N, SEG_NA, SEG_T0, SEG_T1, SEG_TIN, SEG_TOUT, Synth
 from .lts import LEXICON, RULES, WORDS, Pronouncer
 from .text import clauses
 
 _SIL = prosody._SIL
 _L = P.CODES.find("l")
+DIPH_HOLD = 35  # percent of a diphthong spent on its first target
 BWS = 60  # percent of the table's formant bandwidths (narrower reads better)
 _F4, _F5, _B4, _B5 = 3300, 3850, 250, 200
 _FNP = 270
@@ -91,12 +94,8 @@ class Speech:
         self._first = True
         self._frames = None
         self._left = 0
-        self._fr = [0] * 5
-        self._bw = [0] * 5
-        self._par = [0] * 6
-        self._tg = [0] * 9  # scratch: start target F1-3, end target F1-3, boundary F1-3
-        self._bl = [0] * 3
-        self._br = [0] * 3
+        self._tg = [0] * 6  # scratch: F1-3 of the phonemes either side of a boundary
+        self._seg = array("i", bytes(4 * NSEG))  # the current phoneme's formant path
 
     def stop(self):
         """End the speech now: the next fill() returns 0."""
@@ -220,60 +219,65 @@ class Speech:
                 out[off + 2] = f2 + 500 if f[vb + P.F3] < f2 + 500 else f[vb + P.F3]
         return True
 
-    def _boundary(self, cl, a, b, out):
-        """Formant values at the boundary between phonemes a and b into out[0:3]."""
+    def _boundary(self, cl, a, b, out, o):
+        """Formant values at the boundary between phonemes a and b into out[o:o+3]."""
         tg = self._tg
         ha = 0 <= a < cl.n and self._targets(cl, a, tg, 0, True)
         hb = 0 <= b < cl.n and self._targets(cl, b, tg, 3, False)
         if not ha and not hb:
-            out[0], out[1], out[2] = 500, 1500, 2500
+            out[o], out[o + 1], out[o + 2] = 500, 1500, 2500
             return
         if not ha:
-            out[0], out[1], out[2] = tg[3], tg[4], tg[5]
+            out[o], out[o + 1], out[o + 2] = tg[3], tg[4], tg[5]
             return
         if not hb:
-            out[0], out[1], out[2] = tg[0], tg[1], tg[2]
+            out[o], out[o + 1], out[o + 2] = tg[0], tg[1], tg[2]
             return
         wa = _weight(P.PARAMS[cl.ph[a] * P.NFIELD])
         wb = _weight(P.PARAMS[cl.ph[b] * P.NFIELD])
         if wa + wb == 0:
             wa = wb = 1
         for j in range(3):
-            out[j] = (tg[j] * wa + tg[3 + j] * wb) // (wa + wb)
+            out[o + j] = (tg[j] * wa + tg[3 + j] * wb) // (wa + wb)
 
     def _frame_gen(self, cl):
         syn = self._syn
-        fr, bw, par, tg = self._fr, self._bw, self._par, self._tg
-        bl, br = self._bl, self._br
-        fr[3], fr[4], bw[3], bw[4] = _F4, _F5, _B4, _B5
+        fp, seg = syn.fp, self._seg
+        frame, co, st, memo, tabs = syn._frame, syn.co, syn.st, syn._memo, syn.tabs
+        track = syn.track
+        fp[FR + 3], fp[FR + 4], fp[BW + 3], fp[BW + 4] = _F4, _F5, _B4, _B5
         if self.rate < 10000:  # no room for F5 below Nyquist: F4 lower, F5 flattened
-            fr[3], bw[4] = self.rate * 41 // 100, 2000
+            fp[FR + 3], fp[BW + 4] = self.rate * 41 // 100, 2000
+        fp[FNP] = _FNP
         anchors = cl.anchors
-        na = cl.na
-        ai = 0
+        seg[SEG_AI] = 0
+        seg[SEG_NA] = cl.na
         t = 0
         ms_per_frame = FRAME * 1000 // self.rate
+        f = P.PARAMS
         for i in range(cl.n):
             c = cl.ph[i]
             n = cl.frames[i]
             if c == _SIL:
-                par[0] = par[1] = par[2] = par[3] = par[4] = 0
-                par[5] = _DEFAULT_F5P
+                fp[F0] = fp[AV] = fp[AH] = fp[AF] = 0
+                fp[FNZ] = _FNP
+                for k in range(5):
+                    fp[PAR + k] = 0
+                fp[F5P] = _DEFAULT_F5P
                 for k in range(n):
-                    syn.set_frame(0, 0, 0, 0, fr, bw, _FNP, _FNP, par)
+                    frame(co, st, fp, memo, tabs)
                     t += 1
                     yield
                 continue
             base = c * P.NFIELD
-            f = P.PARAMS
             kind = f[base]
             code = P.CODES[c]
             prv = cl.ph[i - 1] if i > 0 else _SIL
             nxt = cl.ph[i + 1] if i + 1 < cl.n else _SIL
             pkind = f[prv * P.NFIELD] if prv != _SIL else 0
             nkind = f[nxt * P.NFIELD] if nxt != _SIL else 0
-            self._boundary(cl, i - 1, i, bl)
-            self._boundary(cl, i, i + 1, br)
+            self._boundary(cl, i - 1, i, seg, SEG_BL)
+            self._boundary(cl, i, i + 1, seg, SEG_BR)
             h = kind & P.ASPIR
             tin = _trans_ms(kind, pkind) // ms_per_frame
             tout = _trans_ms(kind, nkind) // ms_per_frame
@@ -283,11 +287,16 @@ class Speech:
                 tin = n // 2
             if tout > n - tin:
                 tout = n - tin
-            self._targets(cl, i, tg, 0, False)
-            self._targets(cl, i, tg, 3, True)
-            bw[0] = f[base + P.B1] * BWS // 100
-            bw[1] = f[base + P.B2] * BWS // 100
-            bw[2] = f[base + P.B3] * BWS // 100
+            seg[SEG_TIN] = tin
+            seg[SEG_TOUT] = tout
+            seg[SEG_N] = n
+            # a diphthong holds its first target a while, then glides (Klatt 1979)
+            seg[SEG_HOLD] = n * DIPH_HOLD // 100 if kind & P.DIPH else 0
+            self._targets(cl, i, seg, SEG_T0, False)
+            self._targets(cl, i, seg, SEG_T1, True)
+            bw1 = f[base + P.B1] * BWS // 100
+            fp[BW + 1] = f[base + P.B2] * BWS // 100
+            fp[BW + 2] = f[base + P.B3] * BWS // 100
             av = f[base + P.AV]
             af = f[base + P.AF]
             ah = f[base + P.AH]
@@ -298,79 +307,64 @@ class Speech:
                     av -= 2
             if cl.flags[i] & prosody.FINAL_SYL:
                 av -= 3
-            fnz = _FNZ.get(code, 1500) if kind & P.NASAL else _FNP
-            nb = 0
+            fp[FNZ] = _FNZ.get(code, 1500) if kind & P.NASAL else _FNP
+            # the vowel's last third nasalized before a nasal
+            znas = 2 * n if kind & P.VOWEL and nkind & P.NASAL else 3 * n
+            closure = 0  # frames of stop closure before the burst
+            vburst = False
             if kind & P.STOP:
                 nb = n * 2 // 3 if kind & P.AFFRIC else _BURST.get(code, 1)
                 if nb > n:
                     nb = n
-            par5 = _F5P.get(code, _DEFAULT_F5P)
+                closure = n - nb
+                vburst = kind & P.VOICED and not kind & P.AFFRIC
+            bar = closure * 2 // 3  # a voiced stop's voice bar fades after two thirds
+            voiced = kind & P.VOICED
+            fp[F5P] = _F5P.get(code, _DEFAULT_F5P)
             asp = cl.asp[i]
-            onset = 3 if prv == _SIL else (1 if not pkind & P.VOICED else 0)
+            fp[BW] = 300 if h else (250 if asp else bw1)
+            onset = 1 if prv != _SIL and not pkind & P.VOICED else 0
+            if prv == _SIL:
+                onset = 6 if kind & P.VOWEL else (0 if kind & P.NASAL else 3)
             offset = nxt == _SIL
+            pon = -1
             for k in range(n):
-                # formants: boundary -> target -> boundary
-                for j in range(3):
-                    tgt = tg[j] + (tg[3 + j] - tg[j]) * k // n
-                    if k < tin:
-                        v = bl[j] + (tgt - bl[j]) * (2 * k + 1) // (2 * tin)
-                    elif n - 1 - k < tout:
-                        v = br[j] + (tgt - br[j]) * (2 * (n - k) - 1) // (2 * tout)
-                    else:
-                        v = tgt
-                    fr[j] = v
-                # pitch
-                while ai + 1 < na and anchors[2 * ai + 2] <= t:
-                    ai += 1
-                if ai + 1 < na:
-                    t0 = anchors[2 * ai]
-                    h0 = anchors[2 * ai + 1]
-                    t1 = anchors[2 * ai + 2]
-                    h1 = anchors[2 * ai + 3]
-                    f0 = h0 + (h1 - h0) * (t - t0) // (t1 - t0) if t1 > t0 else h1
-                else:
-                    f0 = anchors[2 * ai + 1]
-                # sources
+                track(fp, seg, k, anchors, t)
                 a_v, a_h, a_f = av, ah, af
-                p_on = True
-                if kind & P.STOP:
-                    if k < n - nb:
-                        a_f = 0
-                        p_on = False
-                        if not kind & P.VOICED:
-                            a_v = 0
-                        elif k > (n - nb) * 2 // 3:
-                            a_v = 0
-                    elif kind & P.VOICED and not kind & P.AFFRIC:
-                        a_v = av + 6
+                p_on = 1
+                if k < closure:
+                    a_f = 0
+                    p_on = 0
+                    if not voiced or k > bar:
+                        a_v = 0
+                elif vburst:
+                    a_v = av + 6
                 if k < asp:
                     a_v = 0
                     a_h = 50
-                    bw[0] = 250
-                elif asp and k == asp:
-                    bw[0] = f[base + P.B1] * BWS // 100
-                if h:
-                    bw[0] = 300
+                elif k == asp and asp:
+                    fp[BW] = bw1
                 if a_v and k < onset:
-                    a_v -= 12 >> k if onset == 3 else 6
+                    a_v -= _ONSET[k] if onset == 6 else (12 >> k if onset == 3 else 6)
                 if a_v and offset and n - k <= 2:
                     a_v -= 4 * (3 - (n - k))
-                if p_on:
-                    par[0] = f[base + P.A2]
-                    par[1] = f[base + P.A3]
-                    par[2] = f[base + P.A4]
-                    par[3] = f[base + P.A5]
-                    par[4] = f[base + P.AB]
-                else:
-                    par[0] = par[1] = par[2] = par[3] = par[4] = 0
-                par[5] = par5
-                z = fnz
-                if kind & P.VOWEL and nkind & P.NASAL and 3 * k >= 2 * n:
-                    z = 450  # the vowel's last third nasalized before a nasal
-                syn.set_frame(f0, a_v, a_h, a_f, fr, bw, _FNP, z, par)
+                if p_on != pon:
+                    pon = p_on
+                    for j in range(5):
+                        fp[PAR + j] = f[base + P.A2 + j] if p_on else 0
+                if 3 * k >= znas:
+                    fp[FNZ] = 450
+                fp[AV] = a_v
+                fp[AH] = a_h
+                fp[AF] = a_f
+                frame(co, st, fp, memo, tabs)
                 t += 1
                 yield
 
+
+# dB under full voicing in the first frames of a vowel that starts from silence (a soft onset:
+# an abrupt one rings like a /b/ release)
+_ONSET = (18, 12, 8, 5, 3, 1)
 
 # Output gain in Q12: about -6 dBFS peaks on vowels; at most 16384 (y * gain < 2**31).
 _GAIN = 16384

@@ -72,6 +72,11 @@ def parse_args(argv):
     ap.add_argument("--wifi-password", help="master: Wi-Fi password (or ORGANBUS_WIFI_PASSWORD)")
     ap.add_argument("--token", help="master: HTTP bearer token (or ORGANBUS_HTTP_TOKEN)")
     ap.add_argument("--console", choices=("repl", "link"), help="master: USB console use")
+    ap.add_argument(
+        "--xiaozhi-ota-url",
+        metavar="URL",
+        help="master: a xiaozhi server's OTA/discovery URL (http:// or https://, docs/links.md)",
+    )
     return ap.parse_args(argv)
 
 
@@ -82,8 +87,16 @@ def deploy(args):
     if arch not in ARCH_IDS:
         raise FlashError("unknown --arch %r: one of %s" % (arch, ", ".join(sorted(ARCH_IDS))))
     files = role_files(role, board)
-    if role != "master" and (args.wifi_ssid or args.wifi_password or args.token or args.console):
-        raise FlashError("--wifi-ssid, --wifi-password, --token and --console are for the master")
+    if role != "master" and (
+        args.wifi_ssid or args.wifi_password or args.token or args.console or args.xiaozhi_ota_url
+    ):
+        raise FlashError(
+            "--wifi-ssid, --wifi-password, --token, --console and --xiaozhi-ota-url are for the "
+            "master"
+        )
+    ota = args.xiaozhi_ota_url
+    if ota is not None and not (ota.startswith("http://") or ota.startswith("https://")):
+        raise FlashError("--xiaozhi-ota-url %r must start with http:// or https://" % ota)
     cfg = config_json(args) if role == "master" else None
     dry = args.dry_run
     step = [0]

@@ -41,7 +41,8 @@ def config_json(args):
     ssid = args.wifi_ssid or os.environ.get("ORGANBUS_WIFI_SSID")
     password = args.wifi_password or os.environ.get("ORGANBUS_WIFI_PASSWORD")
     token = args.token or os.environ.get("ORGANBUS_HTTP_TOKEN")
-    if not (ssid or token or args.console):
+    ota = getattr(args, "xiaozhi_ota_url", None)
+    if not (ssid or token or args.console or ota):
         return None
     cfg = {}
     if ssid:
@@ -50,6 +51,8 @@ def config_json(args):
         cfg["http"] = {"token": token}
     if args.console:
         cfg["console"] = args.console
+    if ota:
+        cfg["xiaozhi"] = {"ota_url": ota}
     return cfg
 
 

@@ -35,6 +35,7 @@ class VirtualBody:
         organs=("led", "speaker"),
         master_config=None,
         hub_events=False,
+        xiaozhi=None,
     ):
         if out_dir is None:
             base = os.path.join(
@@ -59,6 +60,7 @@ class VirtualBody:
         self.http = None
         self.organs = [o for o in organs]
         self.seed = seed
+        self.xiaozhi = xiaozhi  # OTA URL of a xiaozhi server for the master's link, or None
         self.stopped = False
         self.menu_refusal = None  # (status, reply) of the last GET /menu that was not a 200
         self.starved = None  # why the master cannot serve its menu, once that has lasted
@@ -101,6 +103,7 @@ class VirtualBody:
                 heap=self.heap,
                 heap_report_ms=self.heap_report_ms,
                 settings=settings,
+                xiaozhi=self.xiaozhi,
             )
         for organ, cable in self.cables.items():
             if organ in self.external:

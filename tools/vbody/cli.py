@@ -27,6 +27,15 @@ Type `help` in the console for its commands.
 """
 
 
+def _check_ota_url(url):
+    """--xiaozhi takes an http:// OTA URL on a loopback address (the simulation's rule)."""
+    if not url.startswith("http://"):
+        raise SystemExit("sim: --xiaozhi %r: expected http://127.0.0.1:PORT/..." % url)
+    host = url[7:].split("/", 1)[0].rsplit(":", 1)[0]
+    if host not in ("127.0.0.1", "localhost"):
+        raise SystemExit("sim: --xiaozhi %r: only loopback addresses are accepted" % url)
+
+
 def run_body(args):
     external = {}
     for key in ("led", "speaker"):
@@ -52,6 +61,10 @@ def run_body(args):
             except OSError as e:
                 sys.stderr.write("sim.py: error: %s %s: %s\n" % (flag, path, e.strerror or e))
                 return 2
+    if args.xiaozhi:
+        if args.master:
+            raise SystemExit("sim: --xiaozhi points the master's link: not with an external master")
+        _check_ota_url(args.xiaozhi)
     master_config = None
     if args.idle:
         try:
@@ -64,6 +77,7 @@ def run_body(args):
         external=external,
         heap=args.heap,
         seed=args.seed,
+        xiaozhi=args.xiaozhi,
         master_config=master_config,
         hub_events=True,
     )
@@ -376,6 +390,11 @@ def main(argv=None):
     )
     p.add_argument("--heap", help="unix-port heap size of every board, e.g. 64k")
     p.add_argument("--seed", type=int, help="seed of the bus's fault generator")
+    p.add_argument(
+        "--xiaozhi",
+        metavar="OTA_URL",
+        help="point the master's xiaozhi link at this OTA URL (tools/xiaozhi_server.py)",
+    )
     p.add_argument("--out", help="folder for logs and audio (default sim-out/<time>-<pid>)")
     p.add_argument(
         "--ready-timeout",

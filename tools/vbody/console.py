@@ -645,6 +645,19 @@ class Console:
                 lines.append(
                     "  plans: " + " ".join("%s %s" % kv for kv in sorted(st["plans"].items()))
                 )
+            x = st.get("xiaozhi")
+            if x:
+                lines.append(
+                    "  xiaozhi: %s, reconnects %s, messages in %s out %s, dropped audio frames %s%s"
+                    % (
+                        x.get("state"),
+                        x.get("reconnects"),
+                        x.get("messages_in"),
+                        x.get("messages_out"),
+                        x.get("audio_dropped"),
+                        ", last error: %s" % x["last_error"] if x.get("last_error") else "",
+                    )
+                )
             return "\n".join(lines)
         except (KeyError, TypeError, AttributeError):
             return "master status:\n" + json.dumps(st, indent=1)

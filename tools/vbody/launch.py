@@ -26,7 +26,7 @@ BOARDS = {
     "master": "c6_master",
     "led": "led_organ",
     "speaker": "speaker_organ",
-    "button": "template_organ",
+    "button": "template_organ",  # the organ template (organs/template.py)
 }
 RESET_EXIT_CODE = 75  # tools/simhw/machine.py: machine.reset()
 # the device tree as a board sees it: the frozen folder, the core's /lib, the packages
@@ -83,18 +83,24 @@ def sim_env(uarts=None, pinlog=None, wav=None, role=None, heap_report_ms=None, p
     return env
 
 
-def host_settings(uarts, http=None, console=None):
+def host_settings(uarts, http=None, console=None, xiaozhi=None, id_file=None):
     """The board settings that differ on a host, for any role: the master's organ ports (the
     UARTs that have a cable: both when UART0 has one, else UART1 as on stock firmware), its HTTP
     API on a loopback address instead of Wi-Fi ("off": none), its console; an organ waits in
     the poller (a host wakes at once on bytes) and starts no aiorepl."""
-    return {
+    out = {
         "ports": [0, 1] if 0 in {int(n) for n in uarts} else [1],
         "http": "%s:%d" % tuple(http) if http else "off",
         "console": console or "none",
         "poll_ms": 0,
         "repl": False,
+        "set_clock": False,
     }
+    if xiaozhi:  # the master's xiaozhi link at this OTA URL, its Client-Id kept in id_file
+        out["xiaozhi"] = xiaozhi
+        if id_file:
+            out["xiaozhi_id_file"] = id_file
+    return out
 
 
 def stage(role, stage_dir, settings):
@@ -133,8 +139,10 @@ def device_tree(role, lib_dir, arch="x64"):
     """The role's modules compiled to .mpy for the host's arch, as tools/flash.py compiles them
     for the board's (what the role installs: deploy.roles), and their data files, in lib_dir
     laid out as a board's /lib. Files already newer than their source are kept."""
-    from deploy import roles
+    from deploy import base, roles
 
+    if role not in base.ROLES:
+        raise ValueError("--heap: tools/flash.py has no role %r, so no list of its files" % role)
     files = roles.role_files(role)
     for src, dest in files["modules"]:
         out = os.path.join(lib_dir, *(dest[:-3] + ".mpy").split("/"))
@@ -213,12 +221,16 @@ class Launch:
         pinlog=None,
         wav=None,
         settings=None,
+        xiaozhi=None,
     ):
         if role not in BOARDS:
             raise ValueError("no board %r: the boards are %s" % (role, ", ".join(BOARDS)))
         self.role = role
         self.uarts = dict(uarts or {})
-        self.settings = host_settings(self.uarts, http, console)
+        id_file = os.path.join(
+            os.path.dirname(os.path.abspath(stage_dir)), role + "-xiaozhi-client-id"
+        )
+        self.settings = host_settings(self.uarts, http, console, xiaozhi, id_file)
         self.settings.update(settings or {})
         self.stage_dir = stage_dir
         self.cmd = [micropython_exe()]

@@ -31,9 +31,11 @@ class BoardProc:
         pinlog=None,
         wav=None,
         settings=None,
+        xiaozhi=None,
     ):
         self.role = role
         self.settings = settings  # board settings over the host's (launch.Launch)
+        self.xiaozhi = xiaozhi  # master: the xiaozhi OTA URL its link is pointed at
         self.out_dir = out_dir
         os.makedirs(out_dir, exist_ok=True)
         self.uarts = dict(uarts or {})
@@ -66,6 +68,7 @@ class BoardProc:
             pinlog=self.pinlog,
             wav=self.wav,
             settings=self.settings,
+            xiaozhi=self.xiaozhi,
         )
         with self.lock:
             self.stopping = False

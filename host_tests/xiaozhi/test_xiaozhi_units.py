@@ -1,0 +1,348 @@
+# The xiaozhi device's protocol state (master/xiaozhi.py) over a fake facade, on CPython and the unix port.
+import json
+
+try:
+    import asyncio
+except ImportError:  # pragma: no cover
+    import uasyncio as asyncio
+
+from master import mcp, xiaozhi
+from xiaozhi_fakes import ANNOUNCE, EXPRESS, Facade, Log, _ms
+
+UNIX_PORT = True
+
+
+def _device(**kw):
+    f = Facade(**kw)
+    d = xiaozhi.Device(f, "0.1.0")
+    d.start()
+    assert d.on_hello({"type": "hello", "transport": "websocket", "session_id": "S-1"})
+    return f, d
+
+
+def _out(d):
+    """Messages queued for the server, parsed, and the queue emptied."""
+    out = [json.loads(m) for m in d.outbox]
+    d.outbox = []
+    return out
+
+
+def _mcp(d, mid, method, params=None):
+    p = {"jsonrpc": "2.0", "id": mid, "method": method}
+    if params is not None:
+        p["params"] = params
+    d.on_text(json.dumps({"session_id": "S-1", "type": "mcp", "payload": p}))
+
+
+async def _settle(d, ms=3000):
+    t0 = _ms()
+    while any(not xiaozhi._done(t) for t in d.tasks) or d._speaking:
+        await asyncio.sleep(0.01)
+        assert _ms() - t0 < ms, "tasks did not finish in %d ms" % ms
+
+
+def _with_log():
+    rec = Log()
+    xiaozhi.log = rec
+    return rec
+
+
+def test_client_hello_is_the_contracts():
+    d = xiaozhi.Device(Facade())
+    h = d.client_hello()
+    assert h["type"] == "hello" and h["version"] == 1 and h["transport"] == "websocket", h
+    assert h["features"]["mcp"] is True, h
+    ap = h["audio_params"]
+    assert (ap["format"], ap["sample_rate"], ap["channels"], ap["frame_duration"]) == (
+        "opus", 16000, 1, 60), ap  # fmt: skip
+
+
+def test_nothing_goes_out_before_the_hello_and_everything_after_carries_the_session():
+    f = Facade()
+    d = xiaozhi.Device(f)
+    d.start()
+    assert not d.send({"type": "event", "name": "x", "data": {}}), "no session yet"
+    assert not d.on_hello({"type": "tts", "state": "start"}), "not a hello"
+    try:
+        d.on_hello({"type": "hello"})
+        raise AssertionError("a hello without session_id must be refused")
+    except xiaozhi.XiaozhiError as e:
+        assert "session_id" in str(e), str(e)
+    assert d.on_hello({"type": "hello", "transport": "websocket", "session_id": "S-9"})
+    _mcp(d, 1, "initialize", {"capabilities": {}})
+    _mcp(d, 2, "ping")
+    f.publish("offline", {"module_id": "LED_001"})
+    out = _out(d)
+    assert len(out) == 3 and all(m["session_id"] == "S-9" for m in out), out
+
+
+def test_initialize_declares_tools_and_list_changed():
+    f, d = _device()
+    _mcp(d, 1, "initialize", {"protocolVersion": "2024-11-05", "capabilities": {"vision": {}}})
+    (m,) = _out(d)
+    r = m["payload"]["result"]
+    assert m["type"] == "mcp" and m["payload"]["id"] == 1, m
+    assert r["protocolVersion"] == "2024-11-05", r
+    assert r["capabilities"]["tools"]["listChanged"] is True, r
+    assert r["serverInfo"]["name"] == "organbus", r
+
+
+def test_tools_list_pages_of_at_most_8_kb_join_to_the_menu():
+    f, d = _device(many=60)
+    cursor, tools, sizes = "", [], []
+    for mid in range(2, 40):
+        _mcp(d, mid, "tools/list", {"cursor": cursor, "withUserTools": False})
+        (raw,) = d.outbox
+        d.outbox = []
+        sizes.append(len(raw.encode()))
+        r = json.loads(raw)["payload"]["result"]
+        tools.extend(r["tools"])
+        cursor = r.get("nextCursor")
+        if not cursor:
+            break
+    assert len(sizes) > 1, "60 long tools need more than one page: %s" % sizes
+    assert max(sizes) <= 8192, "a page over 8 KB: %s" % sizes
+    assert tools == mcp.tools(f.menu()), "pages joined differ from the menu's tools"
+    _mcp(d, 99, "tools/list", {"cursor": "zz"})
+    (m,) = _out(d)
+    assert m["payload"]["error"]["code"] == -32602 and "cursor" in m["payload"]["error"]["message"]
+
+
+def test_tools_call_answers_after_the_step_finished():
+    async def go():
+        f, d = _device(play_ms=300)
+        _mcp(d, 5, "tools/call", {"name": "led_blink", "arguments": {"count": 3, "period_ms": 200}})
+        await asyncio.sleep(0.1)
+        assert not d.outbox, "no answer while the step still runs"
+        await _settle(d)
+        (m,) = _out(d)
+        r = m["payload"]["result"]
+        assert m["payload"]["id"] == 5 and not r["isError"], m
+        assert r["content"][0]["text"].startswith("led_blink: done"), r
+        assert f.commands == [("led_blink", {"count": 3, "period_ms": 200})], f.commands
+
+    asyncio.run(go())
+
+
+def test_unknown_tool_is_an_error_that_lists_the_tools():
+    async def go():
+        f, d = _device()
+        _mcp(d, 6, "tools/call", {"name": "fly", "arguments": {}})
+        await _settle(d)
+        (m,) = _out(d)
+        e = m["payload"]["error"]
+        assert e["code"] == -32602 and "unknown tool 'fly'" in e["message"], e
+        for name in ("led_on", "led_blink", "speak", "chime"):
+            assert name in e["message"] and name in e["data"]["tools"], e
+        assert not f.commands, "nothing ran"
+
+    asyncio.run(go())
+
+
+def test_notifications_and_responses_are_dropped_unknown_methods_answered():
+    f, d = _device()
+    p = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    d.on_text(json.dumps({"type": "mcp", "payload": p}))
+    d.on_text(json.dumps({"type": "mcp", "payload": {"jsonrpc": "2.0", "id": 3, "result": {}}}))
+    assert not d.outbox and d.counts["notifications"] == 1, d.counts
+    _mcp(d, 7, "resources/list")
+    (m,) = _out(d)
+    assert m["payload"]["error"]["code"] == -32601, m
+    d.on_text(json.dumps({"type": "mcp", "payload": [1, 2]}))
+    (m,) = _out(d)
+    assert m["payload"]["error"]["code"] == -32600, m
+
+
+def test_tts_sentences_are_spoken_in_order_as_one_queue_and_opus_dropped():
+    async def go():
+        f, d = _device(play_ms=200)
+        d.on_text('{"type": "tts", "state": "start"}')
+        d.on_text('{"type": "tts", "state": "sentence_start", "text": "First one."}')
+        d.on_binary(120)
+        d.on_binary(120)
+        d.on_text('{"type": "tts", "state": "sentence_start", "text": "Second one."}')
+        d.on_binary(120)
+        d.on_text('{"type": "tts", "state": "stop"}')
+        await _settle(d)
+        said = [p["text"] for a, p in f.commands]
+        assert said == ["First one.", "Second one."], said
+        (a1, s1, e1), (a2, s2, e2) = f.times
+        assert s2 >= e1, "the second sentence starts after the first ended: %s" % f.times
+        assert d.counts["audio_dropped"] == 3 and d.counts["sentences"] == 2, d.counts
+        assert not d.outbox, "TTS sends nothing back"
+
+    asyncio.run(go())
+
+
+def test_speech_queue_is_bounded():
+    async def go():
+        rec = _with_log()
+        f, d = _device(play_ms=50)
+        d.on_text('{"type": "tts", "state": "start"}')
+        for i in range(20):
+            d.on_text(json.dumps({"type": "tts", "state": "sentence_start", "text": "s%d" % i}))
+        await _settle(d, 10000)
+        assert d.counts["sentences_dropped"] >= 3, d.counts
+        said = [p["text"] for a, p in f.commands]
+        assert said == ["s%d" % i for i in range(len(said))], "in order, the first ones: %s" % said
+        assert rec.what("sentence_dropped"), rec.lines
+
+    asyncio.run(go())
+
+
+def test_emotion_runs_express_only_by_exact_name():
+    async def go():
+        rec = _with_log()
+        f, d = _device()
+        d.on_text('{"type": "llm", "emotion": "happy"}')
+        await _settle(d)
+        assert not f.commands, "no express on the menu: nothing runs"
+        (line,) = rec.what("emotion")
+        assert line["emotion"] == "happy" and line["shown"] is False, line
+        f2, d2 = _device(extra=[EXPRESS])
+        d2.on_text('{"type": "llm", "emotion": "happy"}')
+        await _settle(d2)
+        assert f2.commands == [("express", {"emotion": "happy"})], f2.commands
+
+    asyncio.run(go())
+
+
+def test_alert_becomes_announce_where_the_menu_has_it():
+    async def go():
+        rec = _with_log()
+        f, d = _device()
+        msg = '{"type": "alert", "status": "Warning", "message": "Battery low", "emotion": "sad"}'
+        d.on_text(msg)
+        await _settle(d)
+        assert not f.commands, f.commands
+        assert rec.what("alert")[0]["announced"] is False, rec.lines
+        f2, d2 = _device(extra=[ANNOUNCE])
+        d2.on_text(msg)
+        await _settle(d2)
+        assert f2.commands == [("announce", {"text": "Battery low"})], f2.commands
+
+    asyncio.run(go())
+
+
+def test_reboot_waits_for_a_quiet_bus():
+    async def go():
+        _with_log()
+        f, d = _device(play_ms=400)
+        d.on_text('{"type": "tts", "state": "sentence_start", "text": "Going down."}')
+        d.on_text('{"type": "system", "command": "reboot"}')
+        d.on_text('{"type": "system", "command": "reboot"}')
+        await asyncio.sleep(0.2)
+        assert f.resets == 0, "not while the speaker plays"
+        await _settle(d)
+        assert f.resets == 1, "one reset once quiet: %d" % f.resets
+        assert f.times[0][2] <= _ms(), f.times
+
+    asyncio.run(go())
+
+
+def test_stt_logged_unknown_counted_malformed_survived():
+    rec = _with_log()
+    f, d = _device()
+    d.on_text('{"type": "stt", "text": "what time is it"}')
+    assert rec.what("stt")[0]["text"] == "what time is it", rec.lines
+    d.on_text('{"type": "custom", "payload": 1}')
+    d.on_text('{"type": "tts", "state": "nonsense"}')
+    for bad in ("{not json", "[1, 2]", '"text"', "null", '{"no": "type"}', b"\xff\xfe", ""):
+        d.on_text(bad)
+    d.on_text('{"type": "llm", "emotion": 5}')
+    d.on_text('{"type": "alert"}')
+    d.on_text('{"type": "mcp"}')
+    assert d.counts["unknown"] == 1, d.counts
+    assert d.counts["malformed"] == 8, d.counts
+    assert not f.commands
+
+
+def test_body_events_go_to_the_server_and_menu_changes_as_list_changed():
+    f, d = _device()
+    f.publish("menu", None)
+    assert not d.outbox, "no list_changed before initialize"
+    _mcp(d, 1, "initialize")
+    _out(d)
+    f.publish("offline", {"module_id": "LED_001", "module_type": "led", "port": 0})
+    f.publish("menu", None)
+    f.publish("event", {"module_id": "SPK_001", "name": "speak", "status": 0})
+    f.publish("online", {"module_id": "LED_001", "module_type": "led", "port": 0})
+    out = _out(d)
+    kinds = [m.get("name") or m["payload"]["method"] for m in out]
+    assert kinds == [
+        "organ_offline", "notifications/tools/list_changed", "organ_event", "organ_online",
+    ], kinds  # fmt: skip
+    assert out[0] == {"session_id": "S-1", "type": "event", "name": "organ_offline",
+                      "data": {"module_id": "LED_001", "module_type": "led", "port": 0}}, out[0]  # fmt: skip
+    d.end()
+    f.publish("offline", {"module_id": "LED_001"})
+    assert not d.outbox, "nothing queued without a session"
+
+
+def test_outbox_is_bounded():
+    f, d = _device()
+    for i in range(40):
+        f.publish("event", {"module_id": "X", "name": "n", "status": 0})
+    assert len(d.outbox) == xiaozhi.MAX_OUTBOX, len(d.outbox)
+    assert d.counts["out_dropped"] == 40 - xiaozhi.MAX_OUTBOX, d.counts
+
+
+def test_discovery_request_headers_and_body():
+    ident = {"device_id": "aa:bb:cc:dd:ee:ff", "client_id": xiaozhi.new_client_id(bytes(16))}
+    h, body = xiaozhi.discovery_request(ident, "master", "0.1.0")
+    assert h["Device-Id"] == "aa:bb:cc:dd:ee:ff" and h["Client-Id"] == ident["client_id"], h
+    assert h["User-Agent"] == "organbus-master/0.1.0", h
+    assert h["Activation-Version"] == "1" and h["Accept-Language"] == "en-US", h
+    assert h["Content-Type"] == "application/json", h
+    info = json.loads(body)
+    assert info["mac_address"] == ident["device_id"] and info["uuid"] == ident["client_id"], info
+    assert ident["client_id"] == "00000000-0000-4000-8000-000000000000", ident
+    assert xiaozhi.format_id(b"\xaa\x01\xff") == "aa:01:ff"
+
+
+def test_parse_discovery():
+    d = xiaozhi.parse_discovery(
+        {"websocket": {"url": "ws://127.0.0.1:1/xiaozhi/v1/", "token": "t"},
+         "server_time": {"timestamp": 1716608284000, "timezone_offset": -300},
+         "firmware": {"version": "9.9.9", "url": "http://x/fw.bin"},
+         "activation": {"code": "1", "message": "go to the site"}}
+    )  # fmt: skip
+    assert d["url"] == "ws://127.0.0.1:1/xiaozhi/v1/" and d["token"] == "t", d
+    assert d["server_time_ms"] == 1716608284000 and d["tz_min"] == -300, d
+    assert d["firmware"]["version"] == "9.9.9" and d["activation"]["code"] == "1", d
+    for bad, words in (
+        ([], "not a JSON object"),
+        ({}, "no websocket"),
+        ({"websocket": {"url": "http://x/"}}, "not a ws://"),
+    ):
+        try:
+            xiaozhi.parse_discovery(bad)
+            raise AssertionError("%r must be refused" % (bad,))
+        except xiaozhi.XiaozhiError as e:
+            assert words in str(e), str(e)
+
+
+def test_backoff_doubles_with_jitter_and_resets():
+    b = xiaozhi.Backoff(1000, 8000, rand=lambda: 0.5)
+    assert [b.next() for _ in range(5)] == [1000, 2000, 4000, 8000, 8000]
+    b.reset()
+    assert b.next() == 1000
+    lo = xiaozhi.Backoff(1000, 8000, rand=lambda: 0.0).next()
+    hi = xiaozhi.Backoff(1000, 8000, rand=lambda: 0.999).next()
+    assert lo == 750 and 1240 < hi <= 1250, (lo, hi)
+
+
+def test_client_id_is_kept():
+    import os
+
+    path = "/tmp/organbus-xiaozhi-test-%d" % _ms()
+    try:
+        a = xiaozhi.client_id(path, b"\x01" * 16)
+        b = xiaozhi.client_id(path, b"\x02" * 16)
+        assert a == b and len(a) == 36, (a, b)
+        assert xiaozhi.client_id(None, b"\x02" * 16) != a
+    finally:
+        try:
+            os.remove(path)
+        except OSError:
+            pass

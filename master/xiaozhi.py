@@ -1,0 +1,525 @@
+# The xiaozhi v1 device's protocol state: discovery request/answer, hello, MCP over WS, server messages.
+#
+# Contract: ../shared/seeds/002_*.txt (StackChan Protocol v1, the xiaozhi v1 wire format).
+# `Device` takes the server's messages in and puts its own out (`outbox`, for the one writer)
+# against a facade (see `Facade`); nothing here opens a socket. The I/O edge (discovery over
+# HTTP, the WebSocket, watchdog, reconnects) is master/xiaozhi_link.py. The body never waits on
+# this link: tool calls and speech run as their own tasks, and no message content raises.
+import json
+import random
+import sys
+
+import asyncio
+
+from micropython import const
+
+from organbus import log
+from organbus.utf8 import clip_text
+from organbus.plan import one_step
+from master.bodyproto import express_action
+from master.mcp import INVALID_REQUEST, METHOD_NOT_FOUND, McpServer, tools as mcp_tools
+
+_MP = sys.implementation.name == "micropython"
+
+MCP_VERSION = "2024-11-05"  # the MCP revision of the xiaozhi device contract (section 6)
+PAGE_BYTES = const(8192)  # a tools/list answer, whole WebSocket message, is at most this long
+HELLO_TIMEOUT_MS = const(10000)  # section 3.3: the server hello within 10 s, or drop
+WATCHDOG_MS = const(120000)  # section 3.4: no frame for 120 s and the channel is dead
+BACKOFF_MIN_MS = const(1000)
+BACKOFF_MAX_MS = const(60000)
+MAX_SENTENCES = const(16)  # sentences waiting to be spoken; more are dropped and counted
+MAX_OUTBOX = const(24)  # messages waiting for the writer; more are dropped and counted
+REBOOT_WAIT_MS = const(30000)  # system reboot waits this long at most for a quiet bus
+
+STATES = ("off", "discovering", "connecting", "hello", "ready", "backoff")
+
+
+class XiaozhiError(Exception):
+    """A discovery or session failure, with a reason naming the field or the step."""
+
+
+# -- discovery (section 2) ---------------------------------------------------------------------
+
+
+def format_id(raw):
+    """Device-Id: bytes (a MAC, or a board's unique id) as lower-case colon-separated hex."""
+    return ":".join("%02x" % b for b in raw)
+
+
+def new_client_id(rand16):
+    """A version-4 UUID string from 16 random bytes."""
+    b = bytearray(rand16)
+    b[6] = (b[6] & 0x0F) | 0x40
+    b[8] = (b[8] & 0x3F) | 0x80
+    h = "".join("%02x" % x for x in b)
+    return "%s-%s-%s-%s-%s" % (h[:8], h[8:12], h[12:16], h[16:20], h[20:])
+
+
+def client_id(path, rand16):
+    """The Client-Id kept in `path` (made once with `rand16` bytes); None path: not kept."""
+    if path:
+        try:
+            with open(path) as f:
+                cid = f.read().strip()
+            if len(cid) == 36 and cid.count("-") == 4:
+                return cid
+        except OSError:
+            pass
+    cid = new_client_id(rand16)
+    if path:
+        try:
+            with open(path, "w") as f:
+                f.write(cid)
+        except OSError as e:
+            log.emit(
+                "xiaozhi", [("what", "client_id_not_kept"), ("path", path), ("error", repr(e))]
+            )
+    return cid
+
+
+def discovery_request(ident, role, version, language="en-US"):
+    """(headers, body) of the OTA/discovery POST (section 2.1)."""
+    headers = {
+        "Activation-Version": "1",
+        "Device-Id": ident["device_id"],
+        "Client-Id": ident["client_id"],
+        "User-Agent": "organbus-%s/%s" % (role, version),
+        "Accept-Language": language,
+        "Content-Type": "application/json",
+    }
+    info = {
+        "version": 2,
+        "language": language,
+        "mac_address": ident["device_id"],
+        "uuid": ident["client_id"],
+        "chip_model_name": ident.get("chip", "esp32c6"),
+        "application": {"name": "organbus-" + role, "version": version},
+        "board": {"type": "organbus-" + role, "name": ident.get("board", "c6_master")},
+    }
+    return headers, json.dumps(info)
+
+
+def parse_discovery(obj):
+    """The OTA answer -> {"url", "token", "server_time_ms", "tz_min", "firmware", "activation"};
+    XiaozhiError when there is no usable websocket url."""
+    if not isinstance(obj, dict):
+        raise XiaozhiError("OTA answer is not a JSON object")
+    w = obj.get("websocket")
+    if not isinstance(w, dict):
+        raise XiaozhiError("OTA answer has no websocket object (no server to connect to)")
+    url = w.get("url")
+    if not isinstance(url, str) or not (url.startswith("ws://") or url.startswith("wss://")):
+        raise XiaozhiError("OTA answer websocket.url %r is not a ws:// or wss:// url" % (url,))
+    token = w.get("token")
+    out = {"url": url, "token": token if isinstance(token, str) and token else None}
+    st = obj.get("server_time")
+    out["server_time_ms"] = None
+    out["tz_min"] = 0
+    if isinstance(st, dict) and isinstance(st.get("timestamp"), (int, float)):
+        out["server_time_ms"] = int(st["timestamp"])
+        tz = st.get("timezone_offset")
+        out["tz_min"] = int(tz) if isinstance(tz, (int, float)) else 0
+    out["firmware"] = obj.get("firmware") if isinstance(obj.get("firmware"), dict) else None
+    out["activation"] = obj.get("activation") if isinstance(obj.get("activation"), dict) else None
+    return out
+
+
+class Backoff:
+    """Reconnect delays: doubling from `lo` to `hi` ms, each with up to +-25 % jitter."""
+
+    def __init__(self, lo=BACKOFF_MIN_MS, hi=BACKOFF_MAX_MS, rand=None):
+        self.lo, self.hi = lo, hi
+        self.rand = rand or random.random
+        self.base = lo
+
+    def next(self):
+        d = self.base
+        self.base = min(self.base * 2, self.hi)
+        return int(d * (0.75 + 0.5 * self.rand()))
+
+    def reset(self):
+        self.base = self.lo
+
+
+# -- the device (sections 3-6) -------------------------------------------------------------------
+
+
+class Facade:
+    """What the xiaozhi link needs of the master (master.app wires the live Body to it):
+
+    - `menu() -> dict`: the live section 8 menu;
+    - `async execute(plan, on_accept=None, dups=()) -> (outcome, report | {"problems"})`: the
+      one plan path (master.body.Body.execute);
+    - `subscribe(fn)`: `fn(kind, data)` for body events, kind "online" / "offline"
+      (data: module_id, module_type, port), "event" (module_id, name, status) and "menu"
+      (the menu changed);
+    - `quiet() -> bool`: no plan is running (a reboot waits for it);
+    - `reset()`: reset the master (machine.reset on a board)."""
+
+
+class Device:
+    """One xiaozhi device session's protocol state over a Facade; messages out via `outbox`."""
+
+    def __init__(self, facade, version="0.1.0", spawn=None):
+        self.facade = facade
+        self.version = version
+        self.spawn = spawn or asyncio.create_task
+        self.mcp = McpServer(facade)
+        self.outbox = []  # JSON strings for the writer, in order
+        self.wake = asyncio.Event()
+        self.session_id = None
+        self.ready = False  # the server hello has come: messages may go out
+        self.initialized = False  # the server sent initialize
+        self.speech = []  # sentences waiting for the speaker, in order
+        self._speaking = False
+        self.rebooting = False
+        self.tasks = []  # tool calls and speech still running
+        self.counts = {
+            "messages_in": 0,
+            "messages_out": 0,
+            "audio_dropped": 0,
+            "malformed": 0,
+            "unknown": 0,
+            "notifications": 0,
+            "tool_calls": 0,
+            "sentences": 0,
+            "sentences_dropped": 0,
+            "out_dropped": 0,
+            "events_out": 0,
+        }
+        facade.subscribe(self.on_body)
+
+    # -- out ---------------------------------------------------------------------------------
+
+    def client_hello(self):
+        return {
+            "type": "hello",
+            "version": 1,
+            "transport": "websocket",
+            "features": {"mcp": True, "aec": False},
+            "audio_params": {
+                "format": "opus",
+                "sample_rate": 16000,
+                "channels": 1,
+                "frame_duration": 60,
+            },
+        }
+
+    def send(self, obj):
+        """Queue one message for the server, with the session id (section 4)."""
+        if not self.ready:
+            return False
+        if len(self.outbox) >= MAX_OUTBOX:
+            self.counts["out_dropped"] += 1
+            return False
+        obj["session_id"] = self.session_id
+        self.outbox.append(json.dumps(obj))
+        self.wake.set()
+        return True
+
+    def _mcp_out(self, payload):
+        return self.send({"type": "mcp", "payload": payload})
+
+    # -- session -----------------------------------------------------------------------------
+
+    def start(self):
+        """A new connection: nothing of the last one is sent on it."""
+        self.outbox = []
+        self.session_id = None
+        self.ready = False
+        self.initialized = False
+
+    def on_hello(self, obj):
+        """The server hello (section 3.3): True when it is one, and the session may start."""
+        if not isinstance(obj, dict) or obj.get("type") != "hello":
+            return False
+        sid = obj.get("session_id")
+        if not isinstance(sid, str) or not sid:
+            raise XiaozhiError("server hello without a session_id")
+        if obj.get("transport") not in (None, "websocket"):
+            raise XiaozhiError("server hello names transport %r" % (obj.get("transport"),))
+        self.session_id = sid
+        self.ready = True
+        return True
+
+    def end(self):
+        self.ready = False
+
+    # -- in ----------------------------------------------------------------------------------
+
+    def on_binary(self, n):
+        # Opus audio of a TTS reply: the speaker board has no decoder, the sentence text is spoken.
+        self.counts["audio_dropped"] += 1
+
+    def on_text(self, raw):
+        """One text message from the server (bytes or str); never raises on its content."""
+        self.counts["messages_in"] += 1
+        try:
+            msg = json.loads(raw)
+        except (ValueError, TypeError) as e:
+            self.counts["malformed"] += 1
+            log.emit("xiaozhi", [("what", "malformed"), ("error", "not JSON: %s" % e)])
+            return
+        if not isinstance(msg, dict) or not isinstance(msg.get("type"), str):
+            self.counts["malformed"] += 1
+            log.emit("xiaozhi", [("what", "malformed"), ("error", "not an object with a type")])
+            return
+        t = msg["type"]
+        try:
+            if t == "mcp":
+                self.on_mcp(msg.get("payload"))
+            elif t == "tts":
+                self.on_tts(msg)
+            elif t == "llm":
+                self.on_llm(msg)
+            elif t == "alert":
+                self.on_alert(msg)
+            elif t == "system":
+                self.on_system(msg)
+            elif t == "stt":
+                text = msg.get("text")
+                log.emit(
+                    "xiaozhi", [("what", "stt"), ("text", text if isinstance(text, str) else None)]
+                )
+            elif t == "hello":
+                log.emit(
+                    "xiaozhi", [("what", "hello_again"), ("session_id", msg.get("session_id"))]
+                )
+            else:
+                self.counts["unknown"] += 1
+        except MemoryError:
+            raise
+        except Exception as e:  # a message the handlers did not foresee: said, never fatal
+            self.counts["malformed"] += 1
+            log.emit("xiaozhi", [("what", "error"), ("type", t[:20]), ("error", repr(e))])
+
+    # -- MCP over WS (section 6) ---------------------------------------------------------------
+
+    def on_mcp(self, p):
+        if not isinstance(p, dict) or p.get("jsonrpc") != "2.0":
+            self.counts["malformed"] += 1
+            mid = p.get("id") if isinstance(p, dict) else None
+            return self._mcp_out(
+                _error(mid, INVALID_REQUEST, "payload must be a JSON-RPC 2.0 object")
+            )
+        method = p.get("method")
+        if "id" not in p:
+            self.counts["notifications"] += 1  # notifications/* and anything else: dropped
+            return
+        mid = p["id"]
+        if not isinstance(method, str):
+            return  # a response to a request this device never sends
+        params = p.get("params")
+        if params is None:
+            params = {}
+        if not isinstance(params, dict):
+            return self._mcp_out(_error(mid, -32602, "params must be an object"))
+        if method == "initialize":
+            self.initialized = True
+            return self._mcp_out(_result(mid, self.initialize_result()))
+        if method == "ping":
+            return self._mcp_out(_result(mid, {}))
+        if method == "tools/list":
+            cur = params.get("cursor") or ""
+            return self._mcp_out(self.tools_page(mid, cur))
+        if method == "tools/call":
+            self.counts["tool_calls"] += 1
+            self._run(self._call(mid, params))
+            return
+        return self._mcp_out(
+            _error(
+                mid,
+                METHOD_NOT_FOUND,
+                "method not found: %s (this device offers initialize, ping, tools/list, tools/call)"
+                % method[:60],
+            )
+        )
+
+    def initialize_result(self):
+        return {
+            "protocolVersion": MCP_VERSION,
+            "capabilities": {"tools": {"listChanged": True}},
+            "serverInfo": {"name": "organbus", "version": self.version},
+        }
+
+    def tools_page(self, mid, cursor):
+        """The tools/list answer from index `cursor` on, whole message at most PAGE_BYTES."""
+        try:
+            start = int(cursor) if cursor else 0
+        except ValueError:
+            start = -1
+        tools = mcp_tools(self.facade.menu())
+        if not 0 <= start <= len(tools):
+            return _error(mid, -32602, "invalid cursor %r" % (str(cursor)[:20],))
+        # the envelope with an empty page and the longest cursor, then each tool and its comma
+        env = {"session_id": self.session_id or "", "type": "mcp"}
+        env["payload"] = _result(mid, {"tools": [], "nextCursor": str(len(tools))})
+        used = _blen(env)
+        page = []
+        i = start
+        while i < len(tools):
+            n = _blen(tools[i]) + (2 if page else 0)
+            if page and used + n > PAGE_BYTES:
+                break
+            used += n
+            page.append(tools[i])
+            i += 1
+        r = {"tools": page}
+        if i < len(tools):
+            r["nextCursor"] = str(i)
+        return _result(mid, r)
+
+    async def _call(self, mid, params):
+        try:
+            out = await self.mcp.call_tool(mid, params, MCP_VERSION)
+        except MemoryError:
+            raise
+        except Exception as e:
+            out = _error(mid, -32603, "internal error in tools/call: %r" % e)
+        self._mcp_out(out)
+
+    def on_body(self, kind, data):
+        """A body event from the facade: organs online/offline, organ EVENTs, the menu changed."""
+        if not self.ready:
+            return
+        if kind == "menu":
+            if self.initialized:
+                self._mcp_out({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+            return
+        name = {"online": "organ_online", "offline": "organ_offline", "event": "organ_event"}
+        if kind in name and self.send({"type": "event", "name": name[kind], "data": data}):
+            self.counts["events_out"] += 1
+
+    # -- the server's other messages (section 5) ---------------------------------------------
+
+    def on_tts(self, msg):
+        state = msg.get("state")
+        if state == "sentence_start":
+            text = msg.get("text")
+            if not isinstance(text, str) or not text.strip():
+                return
+            self.say(text)
+        # start / stop: one reply is one queue; its sentences already keep their order in it
+
+    def say(self, text):
+        """Queue one sentence for the speaker organ; the queue is spoken in order."""
+        if len(self.speech) >= MAX_SENTENCES:
+            self.counts["sentences_dropped"] += 1
+            log.emit("xiaozhi", [("what", "sentence_dropped"), ("queued", len(self.speech))])
+            return
+        self.speech.append(text)
+        self.counts["sentences"] += 1
+        if not self._speaking:
+            self._speaking = True
+            self._run(self._speak())
+
+    async def _speak(self):
+        try:
+            while self.speech:
+                text = self.speech.pop(0)
+                cap = _cap(self.facade.menu(), "speak")
+                if cap is None:
+                    log.emit("xiaozhi", [("what", "cannot_speak"), ("why", "no speak on the menu")])
+                    continue
+                limit = cap["params"][0].get("max", 240) if cap.get("params") else 240
+                status, out = await self.facade.execute(
+                    one_step("speak", {"text": clip_text(text, limit)})
+                )
+                if not _ok(out):
+                    log.emit(
+                        "xiaozhi", [("what", "speak_failed"), ("outcome", status), ("report", out)]
+                    )
+        finally:
+            self._speaking = False
+
+    def on_llm(self, msg):
+        emotion = msg.get("emotion")
+        if not isinstance(emotion, str) or not emotion:
+            return
+        found = express_action(self.facade.menu(), emotion)
+        if found is None:
+            log.emit("xiaozhi", [("what", "emotion"), ("emotion", emotion[:40]), ("shown", False)])
+            return
+        self._run(self._step(found[0], found[1]))
+
+    def on_alert(self, msg):
+        message = msg.get("message")
+        pairs = [("what", "alert"), ("status", msg.get("status")), ("message", message)]
+        if not isinstance(message, str) or not message.strip():
+            log.emit("xiaozhi", pairs + [("announced", False), ("why", "no message")])
+            return
+        cap = _cap(self.facade.menu(), "announce")
+        if cap is None:
+            log.emit("xiaozhi", pairs + [("announced", False), ("why", "no announce on the menu")])
+            return
+        limit = cap["params"][0].get("max", 240) if cap.get("params") else 240
+        log.emit("xiaozhi", pairs + [("announced", True)])
+        self._run(self._step("announce", {"text": clip_text(message, limit)}))
+
+    def on_system(self, msg):
+        if msg.get("command") == "reboot":
+            if not self.rebooting:
+                self.rebooting = True
+                self._run(self._reboot())
+        else:
+            self.counts["unknown"] += 1
+
+    async def _reboot(self, poll_ms=100):
+        log.emit("xiaozhi", [("what", "reboot"), ("when", "once the bus is quiet")])
+        waited = 0
+        while waited < REBOOT_WAIT_MS and (
+            self.speech or self._speaking or not self.facade.quiet()
+        ):
+            await asyncio.sleep(poll_ms / 1000)
+            waited += poll_ms
+        if waited >= REBOOT_WAIT_MS:
+            log.emit("xiaozhi", [("what", "reboot"), ("why", "bus not quiet after 30 s")])
+        self.facade.reset()
+
+    async def _step(self, action, params):
+        status, out = await self.facade.execute(one_step(action, params))
+        if not _ok(out):
+            log.emit("xiaozhi", [("what", "step_failed"), ("action", action), ("report", out)])
+
+    def _run(self, coro):
+        t = self.spawn(coro)
+        self.tasks = [x for x in self.tasks if not _done(x)]
+        self.tasks.append(t)
+        return t
+
+    def status(self):
+        d = dict(self.counts)
+        d["session_id"] = self.session_id
+        d["speech_queued"] = len(self.speech)
+        return d
+
+
+def _ok(out):
+    # a report whose steps all went well; a refusal ({"problems": ...}) is not one
+    return isinstance(out, dict) and out.get("ok") is True
+
+
+def _blen(obj):
+    # UTF-8 length of the JSON text: MicroPython does not escape non-ASCII as CPython does
+    s = json.dumps(obj)
+    return len(s.encode()) if _MP else len(s)
+
+
+def _done(t):
+    d = getattr(t, "done", None)
+    return d() if d is not None else False
+
+
+def _cap(menu, name):
+    for c in menu.get("capabilities", ()):
+        if c["name"] == name:
+            return c
+    return None
+
+
+def _error(mid, code, message):
+    return {"jsonrpc": "2.0", "id": mid, "error": {"code": code, "message": message}}
+
+
+def _result(mid, result):
+    return {"jsonrpc": "2.0", "id": mid, "result": result}

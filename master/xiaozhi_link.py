@@ -1,0 +1,366 @@
+# The xiaozhi link's I/O edge: discovery over HTTP, one WebSocket (reader + one writer), watchdog, backoff.
+#
+# Every failure (no OTA answer, no upgrade, no server hello in 10 s, no frame in 120 s, a frame
+# cut off, a write not taken) ends the session and the link tries again after a backoff with
+# jitter; the body goes on meanwhile and nothing here ever raises into the master.
+import json
+
+import asyncio
+
+from organbus import log
+from organbus.ticks import ticks_diff, ticks_ms
+from master import ws
+from master.xiaozhi import (
+    HELLO_TIMEOUT_MS,
+    WATCHDOG_MS,
+    Backoff,
+    Device,
+    XiaozhiError,
+    client_id,
+    discovery_request,
+    format_id,
+    parse_discovery,
+)
+
+_MP = ws._MP
+
+
+# -- the live body as the Facade ------------------------------------------------------------------
+
+
+class BodyFacade:
+    """The master's Body as the link's Facade: hub events (master/hub.py) translated."""
+
+    def __init__(self, body, reset=None):
+        self.body = body
+        self._reset = reset
+
+    def menu(self):
+        return self.body.menu()
+
+    async def execute(self, plan, on_accept=None, dups=()):
+        return await self.body.execute(plan, on_accept, dups)
+
+    def quiet(self):
+        return not self.body.scheduler.runs
+
+    def reset(self):
+        if self._reset is not None:
+            self._reset()
+
+    def subscribe(self, fn):
+        body = self.body
+
+        def on(event, port, data):
+            # called in the publisher's task: copy what is needed, return at once
+            if event == "registered" or event == "offline":
+                o = data.organ
+                d = {"module_id": o["module_id"], "module_type": o["module_type"], "port": port}
+                fn("online" if event == "registered" else "offline", d)
+            elif event == "event":
+                o = body.registry.slot(port).organ
+                mid = o["module_id"] if o else None
+                fn("event", {"module_id": mid, "port": port, "name": data[0], "status": data[1]})
+            elif event == "menu":
+                fn("menu", {"added": list(data[1]), "removed": list(data[2])})
+
+        body.hub.subscribe(on)
+
+
+def identity(mac, uid, client_id_path, rand16):
+    """{"device_id", "client_id"}: the Wi-Fi MAC (or the board's unique id) as colon hex, and
+    the Client-Id kept in `client_id_path`."""
+    raw = mac if mac else uid
+    return {"device_id": format_id(raw or b"\x00"), "client_id": client_id(client_id_path, rand16)}
+
+
+def start(body, config, ident, version="0.1.0", set_clock=None, reset=None):
+    """Start the link as its own task; the Link, or None (the reason on the event log)."""
+    url = config.get("ota_url") if isinstance(config, dict) else None
+    if not isinstance(url, str) or not (url.startswith("http://") or url.startswith("https://")):
+        why = "xiaozhi.ota_url must be an http:// or https:// URL, not %r" % (url,)
+        log.emit("xiaozhi", [("what", "refused"), ("reason", why)])
+        return None
+    dev = Device(BodyFacade(body, reset), version)
+    link = Link(dev, config, ident, set_clock=set_clock)
+    asyncio.create_task(link.run())
+    return link
+
+
+# -- the I/O edge ---------------------------------------------------------------------------------
+
+
+async def _wait(aw, ms):
+    if _MP:
+        return await asyncio.wait_for_ms(aw, ms)
+    return await asyncio.wait_for(aw, ms / 1000)
+
+
+async def http_post(url, headers, body, timeout_ms=10000, limit=16384, ssl_context=None):
+    """(status, body bytes) of one HTTP/1.1 POST to http:// or https://; XiaozhiError else."""
+    if url.startswith("http://"):
+        secure, rest = False, url[7:]
+    elif url.startswith("https://"):
+        secure, rest = True, url[8:]
+    else:
+        raise XiaozhiError("ota_url %r must start with http:// or https://" % url[:80])
+    _, host, port, target = ws.parse_url(("wss://" if secure else "ws://") + rest)
+    data = body.encode() if isinstance(body, str) else body
+
+    async def go():
+        if secure:
+            ctx = ssl_context if ssl_context is not None else ws.default_ssl_context()
+            r, w = await asyncio.open_connection(host, port, ssl=ctx, server_hostname=host)
+        else:
+            r, w = await asyncio.open_connection(host, port)
+        try:
+            lines = ["POST %s HTTP/1.1" % target, "Host: %s:%d" % (host, port)]
+            for k in headers:
+                lines.append("%s: %s" % (k, headers[k]))
+            lines.append("Content-Length: %d" % len(data))
+            lines.append("Connection: close")
+            w.write(("\r\n".join(lines) + "\r\n\r\n").encode() + data)
+            await w.drain()
+            status_line = await r.readline()
+            parts = status_line.decode().split(" ", 2)
+            if len(parts) < 2 or not parts[0].startswith("HTTP/1."):
+                raise XiaozhiError("OTA server answered %r, not HTTP" % status_line[:60])
+            n = -1
+            total = 0
+            while True:
+                line = await r.readline()
+                total += len(line)
+                if not line or total > 4096:
+                    raise XiaozhiError("OTA answer head broken or over 4096 bytes")
+                if line in (b"\r\n", b"\n"):
+                    break
+                s = line.decode()
+                if s.lower().startswith("content-length:"):
+                    n = int(s[15:].strip())
+            if n > limit:
+                raise XiaozhiError("OTA answer of %d bytes is over %d" % (n, limit))
+            out = b""
+            while n < 0 or len(out) < n:
+                chunk = await r.read(min(1024, n - len(out)) if n >= 0 else 1024)
+                if not chunk:
+                    break
+                out += chunk
+                if len(out) > limit:
+                    raise XiaozhiError("OTA answer over %d bytes" % limit)
+            return int(parts[1]), out
+        finally:
+            try:
+                w.close()
+                await w.wait_closed()
+            except Exception:
+                pass
+
+    try:
+        return await _wait(go(), timeout_ms)
+    except asyncio.TimeoutError:
+        raise XiaozhiError("no OTA answer from %s:%d within %d ms" % (host, port, timeout_ms))
+    except XiaozhiError:
+        raise
+    except Exception as e:
+        raise XiaozhiError("OTA request to %s:%d failed: %r" % (host, port, e))
+
+
+class Link:
+    """The running link: discovery, the WebSocket session, reconnects; `status()` for /status.
+
+    `ident`: {"device_id", "client_id"}; `set_clock(epoch_ms, tz_min)` and `facade.reset()`
+    come from the board. `config`: {"ota_url", "token", "max_message", "cadata"}."""
+
+    def __init__(self, device, config, ident, role="master", set_clock=None, backoff=None):
+        self.device = device
+        self.ota_url = config.get("ota_url")
+        self.token = config.get("token")  # used when the OTA answer brings none
+        self.ident = ident
+        self.role = role
+        self.set_clock = set_clock
+        self.cadata = config.get("cadata")
+        self.backoff = backoff or Backoff()
+        self.hello_timeout_ms = HELLO_TIMEOUT_MS
+        self.watchdog_ms = WATCHDOG_MS
+        self.sock = ws.WebSocket(max_message=config.get("max_message", 4096))
+        self.state = "off"
+        self.url = None
+        self.connects = 0  # sessions that reached ready
+        self.reconnects = 0  # attempts after the first
+        self.last_error = None
+        self.firmware_offer = None
+        self._stop = False
+
+    def status(self):
+        d = {
+            "state": self.state,
+            "ota_url": self.ota_url,
+            "url": self.url,
+            "reconnects": self.reconnects,
+            "sessions": self.connects,
+            "last_error": self.last_error,
+        }
+        d.update(self.device.status())
+        c = self.sock.counters()
+        d["oversize"] = c["oversize"]
+        d["ws_messages_in"] = c["messages_in"]
+        d["ws_messages_out"] = c["messages_out"]
+        return d
+
+    def _say(self, state, pairs=()):
+        self.state = state
+        log.emit("xiaozhi", [("what", "state"), ("state", state)] + list(pairs))
+
+    async def run(self):
+        """For ever: discover, connect, serve the session; after any failure, back off."""
+        first = True
+        while not self._stop:
+            if not first:
+                self.reconnects += 1
+            first = False
+            try:
+                await self.session()
+            except MemoryError:
+                self.last_error = "MemoryError"
+            except Exception as e:
+                self.last_error = str(e)[:160] or repr(e)
+            self.device.end()
+            try:
+                await self.sock.abort()
+            except Exception:
+                pass
+            if self._stop:
+                break
+            d = self.backoff.next()
+            self._say("backoff", [("ms", d), ("error", self.last_error)])
+            await asyncio.sleep(d / 1000)
+
+    async def discover(self):
+        self._say("discovering", [("ota_url", self.ota_url)])
+        headers, body = discovery_request(self.ident, self.role, self.device.version)
+        status, raw = await http_post(self.ota_url, headers, body)
+        if status != 200:
+            raise XiaozhiError("OTA answered HTTP %d" % status)
+        try:
+            obj = json.loads(raw)
+        except ValueError as e:
+            raise XiaozhiError("OTA answer is not JSON: %s" % e)
+        d = parse_discovery(obj)
+        if d["firmware"] is not None and d["firmware"] != self.firmware_offer:
+            self.firmware_offer = d["firmware"]
+            fw = d["firmware"]
+            log.emit(
+                "xiaozhi",
+                [("what", "firmware_offer"), ("version", fw.get("version")), ("url", fw.get("url")),
+                 ("followed", False)],
+            )  # fmt: skip
+        if d["activation"] is not None:
+            log.emit(
+                "xiaozhi",
+                [("what", "activation"), ("message", d["activation"].get("message")),
+                 ("followed", False)],
+            )  # fmt: skip
+        if d["server_time_ms"] is not None and self.set_clock is not None:
+            try:
+                self.set_clock(d["server_time_ms"], d["tz_min"])
+            except Exception as e:
+                log.emit("xiaozhi", [("what", "clock_not_set"), ("error", repr(e))])
+        return d
+
+    async def session(self):
+        d = await self.discover()
+        self.url = d["url"]
+        token = d["token"] or self.token
+        hdrs = {
+            "Protocol-Version": "1",
+            "Device-Id": self.ident["device_id"],
+            "Client-Id": self.ident["client_id"],
+        }
+        if token:
+            hdrs["Authorization"] = "Bearer " + token
+        self._say("connecting", [("url", self.url)])
+        ctx = None
+        if self.url.startswith("wss://"):
+            ctx = ws.default_ssl_context(self.cadata)
+        sock = self.sock
+        await sock.connect(self.url, hdrs, ctx)
+        dev = self.device
+        dev.start()
+        await sock.send_text(json.dumps(dev.client_hello()))
+        self._say("hello")
+        await self._await_hello()
+        self._say("ready", [("session_id", dev.session_id)])
+        self.connects += 1
+        self.backoff.reset()
+        # reader and writer each their own task; the first to end ends the session
+        ended = asyncio.Event()
+        errors = []
+
+        async def guard(coro):
+            try:
+                await coro
+            except Exception as e:
+                errors.append(e)
+            finally:
+                ended.set()
+
+        r = asyncio.create_task(guard(self._reader()))
+        w = asyncio.create_task(guard(self._writer()))
+        try:
+            await ended.wait()
+        finally:
+            r.cancel()
+            w.cancel()
+        raise errors[0] if errors else XiaozhiError("session ended")
+
+    async def _await_hello(self):
+        sock, dev = self.sock, self.device
+        left = self.hello_timeout_ms
+        while True:
+            t0 = ticks_ms()
+            try:
+                op, n = await sock.recv(max(left, 1))
+            except ws.WsTimeout:
+                await sock.close(ws.NORMAL, "no server hello")
+                raise XiaozhiError("no server hello within %d ms" % self.hello_timeout_ms)
+            left -= ticks_diff(ticks_ms(), t0)
+            if op == ws.TEXT:
+                try:
+                    obj = json.loads(bytes(sock.message[:n]))
+                except ValueError:
+                    obj = None
+                if dev.on_hello(obj):
+                    return
+            dev.counts["unknown"] += 1  # anything before the hello is dropped
+            if left <= 0:
+                await sock.close(ws.NORMAL, "no server hello")
+                raise XiaozhiError("no server hello within %d ms" % self.hello_timeout_ms)
+
+    async def _reader(self):
+        sock, dev = self.sock, self.device
+        while True:
+            try:
+                op, n = await sock.recv(self.watchdog_ms)
+            except ws.WsTimeout:
+                if sock.open:  # nothing at all for 120 s: the channel is dead (section 3.4)
+                    await sock.close(ws.GOING_AWAY, "watchdog")
+                    raise XiaozhiError("no frame from the server for %d ms" % self.watchdog_ms)
+                raise
+            if op == ws.BINARY:
+                dev.on_binary(n)
+            else:
+                dev.on_text(bytes(sock.message[:n]))
+
+    async def _writer(self):
+        sock, dev = self.sock, self.device
+        while True:
+            while dev.outbox:
+                m = dev.outbox.pop(0)
+                await sock.send_text(m)  # a WsError ends the session: the link reconnects
+                dev.counts["messages_out"] += 1
+            dev.wake.clear()
+            if not dev.outbox:
+                await dev.wake.wait()
+
+    def stop(self):
+        self._stop = True

@@ -1,0 +1,287 @@
+# Guest side of tools/bench_rv32.py: instruction counts of the hot paths on the RV32 image, one JSON line.
+import gc
+import json
+
+from rv32count import count, count64
+
+from organbus import frame
+
+
+def _median(xs):
+    xs = sorted(xs)
+    return xs[len(xs) // 2]
+
+
+def _measure(fn, *args, runs=3):
+    """Fewest instructions for fn(*args) over runs, each after a collection, a warm-up call first:
+    (count, result). The fewest: a timer interrupt landing inside one run adds to it."""
+    fn(*args)
+    best = None
+    for _ in range(runs):
+        gc.collect()
+        n, r = count(fn, *args)
+        if best is None or n < best:
+            best = n
+    return best, r
+
+
+def crc():
+    from organbus.crc16 import crc16, crc16_pure
+
+    from bench import Rand
+
+    buf = bytes(Rand(2024).bytes(4096))
+    assert crc16(buf) == crc16_pure(buf), "viper and pure CRC disagree on RV32"
+    assert crc16(b"123456789") == 0x4B37, "CRC-16/MODBUS check value"
+    small, _ = _measure(crc16, buf, 0xFFFF, 0, 64)
+    big, _ = _measure(crc16, buf, 0xFFFF, 0, 4096)
+    pure, _ = _measure(crc16_pure, buf, 0xFFFF, 0, 256)
+    pure_small, _ = _measure(crc16_pure, buf, 0xFFFF, 0, 64)
+    return {
+        "crc_insn_per_byte": (big - small) / (4096 - 64),
+        "crc_call_insn": small - 64 * (big - small) / (4096 - 64),
+        "crc_pure_insn_per_byte": (pure - pure_small) / (256 - 64),
+    }
+
+
+def decoder():
+    from bench import Rand, build_mix, chunked
+
+    rnd = Rand(7)
+    frames, stream = build_mix(rnd, 60)
+    chunks = chunked(rnd, stream)
+    got = [0]
+
+    def on_frame(ftype, payload, n):
+        got[0] += 1
+
+    dec = frame.Decoder(on_frame)
+
+    def one_pass():
+        now = 0
+        for ch in chunks:
+            dec.feed(ch, now)
+            now += 1
+        dec.idle(now + 100)
+
+    one_pass()
+    per_pass = got[0]
+    assert per_pass >= len(frames), "decoder lost frames on RV32: %d of %d" % (
+        per_pass,
+        len(frames),
+    )
+    n, _ = _measure(one_pass)
+
+    # the harness itself: the same loop over the chunks with a decoder that does nothing
+    class Null:
+        def feed(self, ch, now):
+            pass
+
+        def idle(self, now):
+            pass
+
+    real = dec
+    dec = Null()
+    loop, _ = _measure(one_pass)
+    dec = real
+    return {
+        "rx_insn_per_frame": (n - loop) / per_pass,
+        "rx_insn_per_byte": (n - loop) / len(stream),
+        "rx_frames": per_pass,
+        "rx_bytes": len(stream),
+    }
+
+
+def descriptor():
+    from organbus.descriptor import decode_descriptor
+    import master_fakes as mf
+
+    payloads = [mf.encode_descriptor(mf.led()), mf.encode_descriptor(mf.speaker())]
+    out = {}
+    for name, p in zip(("led", "speaker"), payloads):
+        n, d = _measure(decode_descriptor, p)
+        out["descriptor_decode_insn_" + name] = n
+        out["descriptor_bytes_" + name] = len(p)
+    return out
+
+
+class _Uart:
+    """The organ's UART: read takes what was injected, write collects the frames."""
+
+    def __init__(self):
+        self.rx = bytearray(64)
+        self.n = 0
+        self.tx = bytearray(256)
+        self.tx_n = 0
+
+    def inject(self, data):
+        self.rx[: len(data)] = data
+        self.n = len(data)
+
+    def readinto(self, buf):
+        n = self.n
+        if not n:
+            return None
+        for i in range(n):
+            buf[i] = self.rx[i]
+        self.n = 0
+        return n
+
+    def write(self, f):
+        k = len(f)
+        self.tx[self.tx_n : self.tx_n + k] = f
+        self.tx_n += k
+        return k
+
+
+class _Pin:
+    def __init__(self):
+        self.level = 0
+
+    def value(self, x=None):
+        if x is None:
+            return self.level
+        self.level = x
+
+
+def organ_command():
+    from organbus.command import encode_command
+    from organs.led import LedOrgan, Light
+    from organs.runtime import Link
+
+    pin = _Pin()
+    led = LedOrgan(Light(pin=pin), log=lambda line: None)
+    assert led.organ.start(0), led.organ.refusal
+    led.organ.feed(frame.ACK_FRAME, 1000)
+    uart = _Uart()
+    link = Link(led.organ, uart, poll_ms=1)
+    on = frame.encode(frame.COMMAND, encode_command("led_on"))
+    off = frame.encode(frame.COMMAND, encode_command("led_off"))
+    now = [1000]
+    link.write_once(now[0])
+
+    def round_trip(cmd):
+        uart.tx_n = 0
+        uart.inject(cmd)
+        link.read_once(now[0])
+        link.write_once(now[0])
+
+    counts = []
+    for i in range(20):
+        now[0] += 50
+        round_trip(off)
+        now[0] += 50
+        gc.collect()
+        n, _ = count(round_trip, on)
+        got = bytes(uart.tx[: uart.tx_n])
+        assert frame.RESP_OK_FRAME in got, "led_on answered %r" % got  # (a heartbeat may follow)
+        assert pin.level == 1, "the pin did not follow"
+        counts.append(n)
+    return {"organ_led_on_insn": _median(counts), "organ_led_on_insn_max": max(counts)}
+
+
+def scheduler():
+    from bench_master import _plan16
+    import master_fakes as mf
+    from master.body import Body
+    from master.registry import Registry
+    from master.scheduler import Scheduler
+    from organbus import plan
+    import plan_corpus as pc
+
+    out = []
+    reg = Registry([0, 1], lambda port, f: out.append((port, f)), lambda e, p: None)
+    sched = Scheduler(reg.owner, lambda port, f: out.append((port, f)))
+    now = [0]
+    body = Body(reg, sched, lambda: now[0])
+    reg.feed(0, frame.encode(frame.DESCRIPTOR, mf.encode_descriptor(mf.led())), 0)
+    reg.feed(1, frame.encode(frame.DESCRIPTOR, mf.encode_descriptor(mf.speaker())), 0)
+    raw = json.dumps(_plan16())
+
+    validate, (_, problems, _) = _measure(plan.validate, raw, pc.CAPS)
+    assert problems == [], problems
+    events = {}
+    steps = []
+    submits = []
+    for _ in range(3):
+        del out[:]
+        gc.collect()
+        n, (status, run) = count(body.submit, raw)
+        assert status == 200, run
+        submits.append(n)
+        while not run.finished:
+            port, f = out.pop(0)
+            if f[2] != frame.COMMAND:
+                continue
+            name = str(bytes(f[6 : 6 + f[5]]), "utf-8")
+            n, _ = count(reg.feed, port, frame.RESP_OK_FRAME, now[0])
+            steps.append(n)
+            if name in ("led_blink", "speak", "chime"):
+                ev = events.get(name)
+                if ev is None:
+                    ev = events[name] = frame.encode(frame.EVENT, mf.command.encode_event(name, 0))
+                n, _ = count(reg.feed, port, ev, now[0])
+                steps[-1] += n
+        assert run.report()["ok"], run.report()
+    return {
+        "plan16_bytes": len(raw),
+        "plan16_validate_insn": validate,
+        "plan16_submit_insn": _median(submits),
+        "step_insn": _median(steps),
+        "step_insn_max": max(steps),
+    }
+
+
+def voice():
+    from bench_voice import BLOCK, RATE, TEXT
+    from organs.voice import Speech
+
+    buf = bytearray(BLOCK * 2)
+
+    def render(text):
+        job = Speech(text, rate=RATE, viper=True)
+        n = 0
+        while True:
+            k = job.fill(buf)
+            if not k:
+                break
+            n += k
+        return n // 2
+
+    render("Hello.")
+    best = None
+    for _ in range(2):
+        gc.collect()
+        n, samples = count64(render, TEXT)
+        best = n if best is None or n < best else best
+    # the same without the collector (the garbage fits in this heap): the synthesis' own work
+    gc.collect()
+    before = gc.mem_alloc()
+    gc.disable()
+    try:
+        own, again = count64(render, TEXT)
+        garbage = gc.mem_alloc() - before
+    finally:
+        gc.enable()
+    assert again == samples, "the voice ran out of heap without the collector"
+    return {
+        "voice_insn": best,
+        "voice_samples": samples,
+        "voice_insn_per_audio_s": best * RATE / samples,
+        "voice_insn_per_audio_s_no_gc": own * RATE / samples,
+        "voice_garbage_bytes_per_audio_s": garbage * RATE // samples,
+        "voice_text_bytes": len(TEXT.encode()),
+    }
+
+
+PARTS = (crc, decoder, descriptor, organ_command, scheduler, voice)
+
+
+def main(names=None):
+    out = {}
+    for part in PARTS:
+        if names and part.__name__ not in names:
+            continue
+        out.update(part())
+        gc.collect()
+    print("BUDGET " + json.dumps(out))
