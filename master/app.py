@@ -123,7 +123,9 @@ def start_loops(b, config=None):
         from master import idle
 
         try:
-            i = idle.Idle(b, config["idle"], int(config.get("idle_after_s", 30)) * 1000)
+            after = config.get("idle_after_s", 30)
+            ok = isinstance(after, int) and not isinstance(after, bool)
+            i = idle.Idle(b, config["idle"], after * 1000 if ok else -1)
         except (ValueError, TypeError) as e:
             log.emit("idle_refused", [("problems", [str(e)])])
         else:
