@@ -7,6 +7,7 @@
 import asyncio
 import json
 import os
+import time
 
 from micropython import const
 
@@ -19,8 +20,24 @@ STALL_MS = const(30000)
 SSE_HEAD = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 
 
+_made = [0]
+
+
 def _new_id():
-    b = os.urandom(16)
+    # os.urandom where the port has it (the C6: its hardware RNG); else random, else a counter
+    # with the tick (a port with neither, e.g. the RV32 test image). The id names a session,
+    # it is no credential: the bearer token guards the routes.
+    try:
+        b = os.urandom(16)
+    except AttributeError:
+        try:
+            import random
+
+            b = [random.getrandbits(8) for _ in range(16)]
+        except (ImportError, AttributeError):
+            _made[0] += 1
+            n = (_made[0] << 32) ^ (time.ticks_ms() if hasattr(time, "ticks_ms") else 0)
+            b = [(n >> (8 * i)) & 255 for i in range(16)]
     return "".join(["%02x" % x for x in b])
 
 
