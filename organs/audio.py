@@ -1,25 +1,12 @@
 # Speaker audio path: one task owns the I2S TX stream and plays queued jobs (16-bit mono PCM blocks).
-import json
 import sys
 from array import array
 
 import micropython
 from micropython import const
 
-try:
-    from time import ticks_add, ticks_diff, ticks_us
-except ImportError:  # CPython host
-    import time
-
-    def ticks_us():
-        return int(time.monotonic() * 1000000)
-
-    def ticks_add(a, d):
-        return a + d
-
-    def ticks_diff(a, b):
-        return a - b
-
+from organbus import log as eventlog
+from organbus.ticks import ticks_add, ticks_diff, ticks_us
 
 try:
     import asyncio
@@ -212,7 +199,15 @@ class AudioOut:
     """
 
     def __init__(
-        self, i2s, block=1024, slots=4, mute=None, poll_ms=10, writer=None, rate=None, log=print
+        self,
+        i2s,
+        block=1024,
+        slots=4,
+        mute=None,
+        poll_ms=10,
+        writer=None,
+        rate=None,
+        log=eventlog.write,
     ):
         if block % 64:
             raise ValueError("block must be a multiple of 64 bytes")
@@ -294,10 +289,8 @@ class AudioOut:
                         self._clock(n)
             except Exception as e:
                 status = 1
-                self.log(
-                    '{"event": "audio_error", "name": %s, "error": %s}'
-                    % (json.dumps(name), json.dumps("%s: %s" % (type(e).__name__, e)))
-                )
+                why = "%s: %s" % (type(e).__name__, e)
+                self.log(eventlog.line("audio_error", (("name", name), ("error", why))))
             if self._cut:
                 status = 1
             if self._rate:

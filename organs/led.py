@@ -1,13 +1,16 @@
 # LED organ (PROTOCOL.md section 9): led_on, led_off, led_blink on a Pin or a WS2812 given in.
 from micropython import const
 
-from organs.runtime import Organ, ticks_add, ticks_diff
+from organbus import log as eventlog
+from organbus.ticks import ticks_add, ticks_diff
+from organs.runtime import Organ
 
 MODULE_ID = "LED_001"
 MODULE_TYPE = "led"
 HW_VERSION = const(0x0100)
 FW_VERSION = const(0x0100)
 BLINK_MAX_MS = const(40000)  # 20 blinks of 2000 ms
+IDLE_MS = const(60000)  # what poll() answers when no blink runs: nothing due
 
 
 def led_descriptor(module_id=MODULE_ID, hw_version=HW_VERSION, fw_version=FW_VERSION):
@@ -84,7 +87,7 @@ class LedOrgan:
     led_blink during a blink stops the old one (EVENT status 1) and starts afresh.
     """
 
-    def __init__(self, light, module_id=MODULE_ID, log=print):
+    def __init__(self, light, module_id=MODULE_ID, log=eventlog.write):
         self.light = light
         self._blinking = False
         self._phase = 0  # 0 .. 2*count-1: even phases on, odd phases off
@@ -95,7 +98,7 @@ class LedOrgan:
         self.organ = Organ(
             led_descriptor(module_id),
             {"led_on": self.led_on, "led_off": self.led_off, "led_blink": self.led_blink},
-            tick=self.tick,
+            poll=self.poll,
             log=log,
         )
 
@@ -105,12 +108,14 @@ class LedOrgan:
             self.organ.finish("led_blink", 1)
 
     def led_on(self, values, text, now):
-        self._stop_blink()
+        if self._blinking:
+            self._stop_blink()
         self.light.set(True)
         return 0
 
     def led_off(self, values, text, now):
-        self._stop_blink()
+        if self._blinking:
+            self._stop_blink()
         self.light.set(False)
         return 0
 
@@ -130,16 +135,16 @@ class LedOrgan:
     def blinking(self):
         return self._blinking
 
-    def tick(self, now):
-        """Advance the blink; returns ms until the next change, or -1 when not blinking."""
+    def poll(self, now):
+        """Advance the blink; returns ms until the next change (IDLE_MS when not blinking)."""
         if not self._blinking:
-            return -1
+            return IDLE_MS
         while ticks_diff(now, self._next) >= 0:
             self._phase += 1
             if self._phase >= self._phases:
                 self._blinking = False  # the last phase was off: the light is off already
                 self.organ.finish("led_blink", 0)
-                return -1
+                return IDLE_MS
             on = not (self._phase & 1)
             self.light.set(on)
             # Step from the schedule, not from `now`, so a late poll does not stretch the blink.

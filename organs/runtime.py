@@ -1,33 +1,19 @@
 # Organ runtime: section-7 lifecycle and COMMAND dispatch (sans-IO), and its asyncio edge on one UART.
-import json
-
 from micropython import const
 
 from organbus import frame
+from organbus import log as eventlog
 from organbus.command import (
     CommandError,
     clamp_text,
     clamp_value,
     decode_command,
     encode_event,
-    name_is,
+    find_name,
+    name_table,
 )
 from organbus.descriptor import DescriptorError, encode_descriptor, validate_descriptor
-
-try:
-    from time import ticks_add, ticks_diff, ticks_ms
-except ImportError:  # CPython host: ticks are plain ints
-    import time
-
-    def ticks_ms():
-        return int(time.monotonic() * 1000)
-
-    def ticks_add(a, d):
-        return a + d
-
-    def ticks_diff(a, b):
-        return a - b
-
+from organbus.ticks import ticks_add, ticks_diff, ticks_ms
 
 BOOT_WAIT_MS = const(1000)
 ANNOUNCE_MS = const(2000)
@@ -49,12 +35,7 @@ class OrganError(ValueError):
     pass
 
 
-def _line(event, **kw):
-    # One JSON object per line, "event" first (dict order is not kept on MicroPython).
-    s = '{"event": ' + json.dumps(event)
-    for k in sorted(kw):
-        s += ", %s: %s" % (json.dumps(k), json.dumps(kw[k]))
-    return s + "}"
+_line = eventlog.line
 
 
 def _advance(deadline, period, now):
@@ -71,15 +52,17 @@ class Organ:
     descriptor: the section-4 dict this organ declares (validated at start);
     handlers: {capability name: handler(values, text, now) -> 0 or 1}, where `values` is a
     reused list of the clamped numbers in descriptor order and `text` the truncated str or None;
-    tick: optional tick(now) -> ms until it needs the next call, or -1 (continuous abilities);
-    log: called with each lifecycle event line (a JSON object as str).
+    poll: optional timer of the abilities, poll(now) -> ms until it is next due (the contract of
+    Organ.poll and of the master's timers), e.g. a blink's next phase;
+    log: writes each lifecycle event line, built by organbus.log.line (default: organbus.log's
+    own writer). The lines of the steady state are built once at start.
 
     A continuous ability answers 0 when it starts and later calls finish(name, status).
     Every outgoing frame is a bytes object built once at start, queued by reference, so the
     steady state (heartbeats, ACKs, command round trips without params) allocates nothing.
     """
 
-    def __init__(self, descriptor, handlers, tick=None, log=print):
+    def __init__(self, descriptor, handlers, poll=None, log=eventlog.write):
         self.descriptor = descriptor
         self.state = STOPPED
         self.refusal = None
@@ -88,7 +71,7 @@ class Organ:
         self.commands = 0
         self.refused = 0
         self._log = log
-        self._tick = tick
+        self._poll = poll
         self._out = [None] * _OUT_SLOTS
         self._out_head = 0
         self._out_n = 0
@@ -117,6 +100,7 @@ class Organ:
             raise OrganError("descriptor of %d bytes exceeds LEN 512" % len(payload))
         self.descriptor_frame = frame.encode(frame.DESCRIPTOR, payload)
         self._names = names
+        self._name_table = name_table(names)
         self._name_bytes = [n.encode("utf-8") for n in names]
         self._caps = caps
         self._handlers = [handlers[n] for n in names]
@@ -142,10 +126,13 @@ class Organ:
                 )
             self._lines.append(
                 (
-                    _line("command", name=name, status=0),
-                    _line("command", name=name, reason="the ability refused", status=1),
-                    _line("done", name=name, status=0),
-                    _line("done", name=name, status=1),
+                    _line("command", (("name", name), ("status", 0))),
+                    _line(
+                        "command",
+                        (("name", name), ("reason", "the ability refused"), ("status", 1)),
+                    ),
+                    _line("done", (("name", name), ("status", 0))),
+                    _line("done", (("name", name), ("status", 1))),
                 )
             )
         self._ack_line = _line("ack")
@@ -156,9 +143,9 @@ class Organ:
     def start(self, now):
         """Boot at `now` (ms ticks). False, with a `refused` event, when the contract is invalid."""
         if self.refusal is not None:
-            self._log(_line("refused", reason=self.refusal))
+            self._log(_line("refused", (("reason", self.refusal),)))
             return False
-        self._log(_line("boot", module_id=self.descriptor["module_id"]))
+        self._log(_line("boot", (("module_id", self.descriptor["module_id"]),)))
         self.state = ANNOUNCING
         self._now = now
         self._next_desc = ticks_add(now, BOOT_WAIT_MS)
@@ -170,11 +157,11 @@ class Organ:
         self._next_desc = ticks_add(now, REDESCRIBE_MS)
 
     def poll(self, now):
-        """Timers: cadence, decoder idle, ability ticks. Returns ms until it wants the next poll."""
+        """Timers: cadence, decoder idle, the abilities' poll. Returns ms until it is next due."""
         if self.state == STOPPED:
             return REDESCRIBE_MS
         self._now = now
-        self._decoder.idle(now)
+        held = self._decoder.idle(now)
         registered = self.state == REGISTERED
         if registered and ticks_diff(now, self._next_hb) >= 0:
             self._queue(frame.HEARTBEAT_FRAME)
@@ -188,11 +175,11 @@ class Organ:
             hb = ticks_diff(self._next_hb, now)
             if hb < wait:
                 wait = hb
-        if self._tick is not None:
-            t = self._tick(now)
-            if 0 <= t < wait:
+        if self._poll is not None:
+            t = self._poll(now)
+            if t < wait:
                 wait = t
-        if self._decoder.pending() and wait > _IDLE_MS:
+        if held and wait > _IDLE_MS:
             wait = _IDLE_MS
         return wait
 
@@ -236,11 +223,8 @@ class Organ:
     # -- dispatch ----------------------------------------------------------------------------
 
     def _find(self, payload, n):
-        nb = self._name_bytes
-        for i in range(len(nb)):
-            if name_is(payload, n, nb[i]):
-                return i
-        return -1
+        # The capability the COMMAND names (its index), or -1.
+        return find_name(payload, n, self._name_table)
 
     def _command(self, payload, n, now):
         self.commands += 1
@@ -293,7 +277,7 @@ class Organ:
             name = str(bytes(payload[1 : 1 + min(payload[0], n - 1)]), "utf-8") if n else ""
         except Exception:
             name = repr(bytes(payload[1 : 1 + min(payload[0], n - 1)]))
-        self._log(_line("command", name=name, reason=reason, status=1))
+        self._log(_line("command", (("name", name), ("reason", reason), ("status", 1))))
 
     def finish(self, name, status):
         """A continuous ability ended: EVENT done with status 0 (completed) or 1 (stopped/failed)."""
@@ -310,16 +294,18 @@ class Organ:
     # -- output ------------------------------------------------------------------------------
 
     def _queue(self, f):
-        if self._out_n >= _OUT_SLOTS:
+        n = self._out_n
+        if n >= _OUT_SLOTS:
             self.dropped += 1
             return
-        i = self._out_head + self._out_n
+        i = self._out_head + n
         if i >= _OUT_SLOTS:
             i -= _OUT_SLOTS
         self._out[i] = f
-        self._out_n += 1
-        if self.on_output is not None:
-            self.on_output()
+        self._out_n = n + 1
+        wake = self.on_output
+        if wake is not None:
+            wake()
 
     def pending(self):
         """How many frames wait to be written."""
@@ -327,14 +313,16 @@ class Organ:
 
     def pop(self):
         """The next frame to write (a bytes object), or None."""
-        if not self._out_n:
+        n = self._out_n
+        if not n:
             return None
-        f = self._out[self._out_head]
-        self._out[self._out_head] = None
-        self._out_head += 1
-        if self._out_head >= _OUT_SLOTS:
-            self._out_head = 0
-        self._out_n -= 1
+        out = self._out
+        h = self._out_head
+        f = out[h]
+        out[h] = None
+        h += 1
+        self._out_head = 0 if h >= _OUT_SLOTS else h
+        self._out_n = n - 1
         return f
 
 
@@ -365,11 +353,12 @@ class Link:
     The writer task only finishes what the driver did not take, in order.
     """
 
-    def __init__(self, organ, uart, rxbuf=256, poll_ms=0, clock=ticks_ms):
+    def __init__(self, organ, uart, rxbuf=256, poll_ms=0, clock=ticks_ms, sleep_ms=_sleep_ms):
         self.organ = organ
         self.uart = uart
         self.poll_ms = poll_ms
         self.clock = clock
+        self.sleep_ms = sleep_ms  # asyncio's; a test on a fake clock gives a yield instead
         self._rx = bytearray(rxbuf)
         self._partial = None  # (frame, offset) when the UART took only part of a frame
         self._wake = None if poll_ms else asyncio.Event()
@@ -420,17 +409,18 @@ class Link:
             if f is None:
                 return
             w = uart.write(f)
-            if w is not None and w == len(f):
+            if w == len(f):  # (None: the driver took nothing)
                 self.written += 1
             else:
                 self._partial = (f, w or 0)
 
     async def reader(self):
         clock = self.clock
+        sleep_ms = self.sleep_ms
         if self.poll_ms:
             while True:
                 n = self.read_once(clock())
-                await _sleep_ms(0 if n else self.poll_ms)
+                await sleep_ms(0 if n else self.poll_ms)
         sr = asyncio.StreamReader(self.uart)
         rx = self._rx
         while True:
@@ -438,28 +428,30 @@ class Link:
             self.read_once(clock(), n or 0)
 
     async def writer(self):
+        sleep_ms = self.sleep_ms
         if self.poll_ms:
             clock = self.clock
             while True:
                 wait = self.write_once(clock())
-                await _sleep_ms(wait if wait < self.poll_ms else self.poll_ms)
+                await sleep_ms(wait if wait < self.poll_ms else self.poll_ms)
         wake = self._wake
         while True:
             await wake.wait()
             wake.clear()
             self.flush()
             if self._partial is not None:
-                await _sleep_ms(1)
+                await sleep_ms(1)
                 wake.set()
 
     async def timers(self):
         """IO-wait mode only: the lifecycle and ability timers, waking the writer for output."""
         clock = self.clock
+        sleep_ms = self.sleep_ms
         while True:
             now = clock()
             self.drain(now)
             wait = self.organ.poll(now)
-            await _sleep_ms(wait if wait < _CLOCK_MS else _CLOCK_MS)
+            await sleep_ms(wait if wait < _CLOCK_MS else _CLOCK_MS)
 
 
 def run(organ, uart, tasks=(), poll_ms=0, clock=ticks_ms):

@@ -1,6 +1,7 @@
 # Speaker organ (PROTOCOL.md section 9): chime, and speak/announce only with a voice engine installed.
 from micropython import const
 
+from organbus import log as eventlog
 from organs.audio import Chime, Sequence, Silence
 from organs.runtime import Organ
 
@@ -52,7 +53,7 @@ class SpeakerOrgan:
     job cannot be made; EVENT done follows when the job has played (status 0) or was cut (1).
     """
 
-    def __init__(self, audio, rate=11025, voice=None, module_id=MODULE_ID, log=print):
+    def __init__(self, audio, rate=11025, voice=None, module_id=MODULE_ID, log=eventlog.write):
         self.audio = audio
         self.rate = rate
         self.voice = voice

@@ -1,11 +1,14 @@
 # Organ template: copy this file to make a new organ; the example is a push button (button_wait).
 from micropython import const
 
-from organs.runtime import Organ, ticks_add, ticks_diff
+from organbus import log as eventlog
+from organbus.ticks import ticks_add, ticks_diff
+from organs.runtime import Organ
 
 MODULE_ID = "BTN_001"
 WAIT_MAX_MS = const(2000)  # the longest wait a COMMAND may ask for
 _SCAN_MS = const(10)  # how often a waiting button looks at its pin
+IDLE_MS = const(60000)  # what poll() answers when no wait runs: nothing due
 
 
 def button_descriptor(module_id=MODULE_ID):
@@ -51,12 +54,12 @@ class ButtonOrgan:
     button_cancel. The runtime has clamped timeout_ms to 100..2000 before the handler runs.
     """
 
-    def __init__(self, pin, module_id=MODULE_ID, log=print):
+    def __init__(self, pin, module_id=MODULE_ID, log=eventlog.write):
         self.pin = pin
         self.waiting = False
         self._until = 0
         handlers = {"button_wait": self.button_wait, "button_cancel": self.button_cancel}
-        self.organ = Organ(button_descriptor(module_id), handlers, tick=self.tick, log=log)
+        self.organ = Organ(button_descriptor(module_id), handlers, poll=self.poll, log=log)
 
     def button_wait(self, values, text, now):
         if self.waiting:
@@ -71,16 +74,16 @@ class ButtonOrgan:
             self.organ.finish("button_wait", 1)
         return 0
 
-    def tick(self, now):
-        """Called by the runtime's timers: ms until the next call, -1 when idle."""
+    def poll(self, now):
+        """Called by the runtime's timers (Organ.poll): ms until it is next due."""
         if not self.waiting:
-            return -1
+            return IDLE_MS
         if self.pin.value() == 0:
             self.waiting = False
             self.organ.finish("button_wait", 0)
-            return -1
+            return IDLE_MS
         if ticks_diff(now, self._until) >= 0:
             self.waiting = False
             self.organ.finish("button_wait", 1)
-            return -1
+            return IDLE_MS
         return _SCAN_MS

@@ -524,3 +524,45 @@ def test_f32_max_bound_is_legal():
     first = descriptor.encode_descriptor(_desc([_cap("dial", [p])]))
     d = descriptor.decode_descriptor(first)
     assert descriptor.encode_descriptor(d) == first, "the largest f32 is a legal bound"
+
+
+def test_negative_zero_bound_round_trips():
+    # Issue 17 item 7: a -0.0 bound (80 00 00 00) of an int, bool or string param stays -0.0,
+    # so encode(decode(p)) == p; +0.0 still reads as the int 0.
+    import struct
+
+    neg = struct.pack(">f", -0.0)
+    assert neg == b"\x80\x00\x00\x00", "the f32 -0.0 is 80000000: %r" % neg
+    for kind, hi in (("int", 5), ("bool", 1), ("string", 240), ("float", 2.5)):
+        name = "text" if kind == "string" else "level"
+        for lo in (-0.0, 0.0):
+            p = {"name": name, "type": kind, "min": lo, "max": hi, "unit": ""}
+            first = descriptor.encode_descriptor(_desc([_cap("dial", [p])]))
+            bounds = struct.pack(">ff", lo, hi)
+            assert bounds in first, "%s: min %r is sent as %r" % (kind, lo, bounds[:4])
+            d = descriptor.decode_descriptor(first)
+            got = d["capabilities"][0]["params"][0]["min"]
+            assert struct.pack(">f", got) == struct.pack(">f", lo), "%s: min %r read as %r" % (
+                kind,
+                lo,
+                got,
+            )
+            again = descriptor.encode_descriptor(d)
+            assert again == first, "%s min %r: decode then encode changed the bytes" % (kind, lo)
+            if kind != "float" and struct.pack(">f", lo) != neg:
+                assert got == 0 and isinstance(got, int), "%s: +0.0 reads as the int 0" % kind
+        p = {"name": name, "type": kind, "min": -0.0, "max": -0.0, "unit": ""}
+        first = descriptor.encode_descriptor(_desc([_cap("dial", [p])]))
+        again = descriptor.encode_descriptor(descriptor.decode_descriptor(first))
+        assert again == first, "%s: -0.0..-0.0 changed on its way through decode" % kind
+
+
+def test_find_name_in_a_name_table():
+    table = command.name_table(["led_on", "led_off", "led_blink", "x"])
+    for i, name in enumerate(("led_on", "led_off", "led_blink", "x")):
+        p = command.encode_command(name)
+        assert command.find_name(p, len(p), table) == i, "%s is name %d" % (name, i)
+    for bad in (b"", b"\x06led_o", b"\x06led_of", b"\x03led", b"\x07led_onn", b"\x01y"):
+        assert command.find_name(bad, len(bad), table) == -1, "%r names nothing" % bad
+    p = command.encode_command("led_off") + b"\x00"
+    assert command.find_name(p, 3, table) == -1, "a name cut off by n is not found"

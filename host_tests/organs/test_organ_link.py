@@ -69,7 +69,7 @@ def test_event_from_a_timer_goes_out_at_once():
     uart.rx = BLINK
     link.read_once(10)
     assert [w[0] for w in uart.writes] == [frame.RESP_OK_FRAME], uart.writes
-    led.tick(10 + 100)  # the blink's last phase ends: EVENT done, written by the tick itself
+    led.poll(10 + 100)  # the blink's last phase ends: EVENT done, written by its poll itself
     types = [w[0][2] for w in uart.writes]
     assert types == [frame.COMMAND_RESP, frame.EVENT], "frames written: %r" % uart.writes
 

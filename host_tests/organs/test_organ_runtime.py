@@ -5,6 +5,7 @@ import struct
 from organbus import frame
 from organbus.command import decode_event, encode_command
 from organbus.descriptor import decode_descriptor
+from organbus.ticks import ticks_add
 from organs.runtime import ANNOUNCING, REGISTERED, STOPPED, Organ
 
 UNIX_PORT = True
@@ -61,7 +62,8 @@ def _descriptor(**over):
 class Rig:
     """An organ with recording handlers, a log and a wire that decodes what the organ sends."""
 
-    def __init__(self, descriptor=None, status=0, raises=False):
+    def __init__(self, descriptor=None, status=0, raises=False, t0=0):
+        self.t0 = t0  # the organ's clock reads t0 + now (wrapping like the board's ticks)
         self.calls = []
         self.lines = []
         self.status = status
@@ -95,11 +97,14 @@ class Rig:
     def run_until(self, t, step=10):
         while self.now < t:
             self.now += step
-            self.organ.poll(self.now)
+            self.organ.poll(self.at(self.now))
             self.drain()
 
+    def at(self, t):
+        return ticks_add(self.t0, t) if self.t0 else t
+
     def send(self, data):
-        self.organ.feed(data, self.now)
+        self.organ.feed(data, self.at(self.now))
         self.drain()
 
     def command(self, name, values=(), text=None):
@@ -124,7 +129,7 @@ class Rig:
 def _started(**kw):
     r = Rig(**kw)
     assert r.organ.refusal is None, "test descriptor is valid: %r" % r.organ.refusal
-    assert r.organ.start(0), "organ starts"
+    assert r.organ.start(r.at(0)), "organ starts"
     return r
 
 
@@ -168,6 +173,26 @@ def test_ack_then_heartbeat_every_second_and_descriptor_every_five():
     assert r.times(frame.DESCRIPTOR) == [1000, 3000, 8500, 13500], r.times(frame.DESCRIPTOR)
     assert r.organ.state == REGISTERED, "registered after ACK"
     assert {"event": "ack"} in r.events(), r.lines
+
+
+# Ticks wrap: at 2**30 on the C6 and with organbus.ticks on CPython, at 2**62 on the 64-bit unix
+# port. ticks_add(0, -2500) crosses the wrap of the interpreter running the test; 2**30 - 2500 is
+# the board's wrap given explicitly (the same on CPython; on the unix port it passes 2**30 unwrapped).
+WRAP_STARTS = sorted(set([ticks_add(0, -2500), ticks_add((1 << 30) - 1, -2499)]))
+
+
+def test_cadence_across_the_tick_wrap():
+    for t0 in WRAP_STARTS:
+        r = _started(t0=t0)
+        r.run_until(3500)
+        r.send(frame.ACK_FRAME)
+        r.run_until(14990, step=5)
+        hb = r.times(frame.HEARTBEAT)
+        assert hb == list(range(4500, 15000, 1000)), "start %d: heartbeats at %r" % (t0, hb)
+        desc = r.times(frame.DESCRIPTOR)
+        assert desc == [1000, 3000, 8500, 13500], "start %d: descriptors at %r" % (t0, desc)
+        assert r.organ.state == REGISTERED, "start %d: registered across the wrap" % t0
+        assert r.status == 0 and r.command("move", (0.5, 3.0, 1.0)) == 0, "commands still answered"
 
 
 def test_ack_while_registered_keeps_the_cadence():

@@ -1,6 +1,9 @@
 # COMMAND and EVENT payload codecs (PROTOCOL.md sections 5 and 6) and the organ-side limit rules.
 import math
 import struct
+import sys
+
+import micropython
 
 from organbus.utf8 import clip_text, truncate_utf8, valid_utf8  # noqa: F401 (re-exported)
 
@@ -49,6 +52,61 @@ def command_name(payload, n):
     if not valid_utf8(payload, 1, 1 + payload[0]):
         raise CommandError("name: not valid UTF-8")
     return str(bytes(payload[1 : 1 + payload[0]]), "utf-8")
+
+
+def name_table(names):
+    """Capability names as one table for find_name: str8 after str8, then a 0 byte."""
+    out = bytearray()
+    for name in names:
+        b = name.encode("utf-8")
+        out.append(len(b))
+        out.extend(b)
+    out.append(0)
+    return bytes(out)
+
+
+if sys.implementation.name == "micropython":
+
+    @micropython.viper
+    def find_name(payload: ptr8, n: int, table: ptr8) -> int:
+        """Index in name_table(names) of the name the COMMAND in payload[:n] carries, or -1
+        (the organ's dispatch: one call, no allocation)."""
+        if n < 1:
+            return -1
+        k = int(payload[0])
+        if k >= n:
+            return -1
+        idx = 0
+        p = 0
+        while True:
+            m = int(table[p])
+            if m == 0:
+                return -1
+            if m == k:
+                i = 0
+                while i < k and payload[1 + i] == table[p + 1 + i]:
+                    i += 1
+                if i == k:
+                    return idx
+            p += m + 1
+            idx += 1
+
+else:
+
+    def find_name(payload, n, table):
+        """Index in name_table(names) of the name the COMMAND in payload[:n] carries, or -1."""
+        if n < 1 or payload[0] >= n:
+            return -1
+        k = payload[0]
+        name = bytes(payload[1 : 1 + k])
+        idx = p = 0
+        while table[p]:
+            m = table[p]
+            if m == k and table[p + 1 : p + 1 + m] == name:
+                return idx
+            p += m + 1
+            idx += 1
+        return -1
 
 
 def name_is(payload, n, name_bytes):

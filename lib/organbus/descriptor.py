@@ -224,7 +224,9 @@ def _bound(t, x):
             if _f32(v) == x:
                 return v
         return x
-    if _finite(x) and x == int(x):
+    # Integral bounds of int, bool and string params read as ints, except -0.0: the int 0
+    # would encode as 00000000, not the 80000000 that came.
+    if _finite(x) and x == int(x) and (x or math.copysign(1.0, x) > 0):
         return int(x)
     return x
 

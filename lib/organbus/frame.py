@@ -4,10 +4,14 @@ import sys
 import micropython
 from micropython import const
 
-from organbus.crc16 import TABLE as _CRC_TABLE
-from organbus.crc16 import crc16, crc16_raw
-
-from organbus.ticks import ticks_diff
+from organbus import rxscan
+from organbus.crc16 import crc16
+from organbus.rxscan import FLUSH as _FLUSH
+from organbus.rxscan import IDLE as _IDLE
+from organbus.rxscan import RESUME as _RESUME
+from organbus.rxscan import TAKE as _TAKE
+from organbus.rxscan import run as _run
+from organbus.rxscan import word as _word
 
 SOF = const(0xAA)
 VER = const(0x03)
@@ -103,221 +107,110 @@ if sys.implementation.name == "micropython":
             i += 1
         return n
 
-    @micropython.viper
-    def _find_sof(src: ptr8, i: int, end: int) -> int:
-        while i < end:
-            if src[i] == 0xAA:
-                return i
-            i += 1
-        return end
-
 else:
 
     def _copy(dst, doff, src, soff, n):
         dst[doff : doff + n] = src[soff : soff + n]
         return n
 
-    def _find_sof(src, i, end):
-        j = bytes(src[i:end]).find(b"\xaa")
-        return end if j < 0 else i + j
+
+def _counter(name):
+    k = rxscan.FRAMES + COUNTER_NAMES.index(name)  # the counters' words, in that order
+    return property(lambda self: _word(self._mem, k))
 
 
 class Decoder:
     """Reassembles frames from a byte stream; hands each legal frame to on_frame(ftype, payload, n).
 
-    Buffer layout: _buf[0] is the SOF of the current candidate, _buf[0:_fill] the bytes
-    taken so far; _need is how many the candidate needs (5 until LEN is known). A wrong
-    VER is refused as soon as it is there, even when the header is still incomplete.
-    `payload` is one fixed view of _buf[5:]: only its first n bytes belong to the frame,
-    and only during the call.
+    The candidate and every piece of state live in one preallocated bytearray worked by
+    rxscan.run (machine code on MicroPython, its pure twin on CPython): one call per read.
+    A wrong VER is refused as soon as it is there, even when the header is still incomplete.
+    `payload` is one fixed view of the candidate from byte 5: only its first n bytes belong
+    to the frame, and only during the call.
 
-    Times are ticks (ms unless tick_ms says how many ticks make a millisecond). _last is
-    when the last byte came; _since is when the current candidate became the candidate
-    (its SOF arrived, or the rescan that found it ran: never earlier than the truth).
+    Times are ticks (ms unless tick_ms says how many ticks make a millisecond). A candidate's
+    age counts from the read that brought its SOF, wherever a rescan finds it: the decoder
+    keeps the tick of each read that added bytes to a carried candidate (arrival marks). A
+    read adds a mark only for a candidate carried over from an earlier read, and only at a
+    later tick, so the live marks hold distinct ticks younger than the age limit:
+    AGE_MS * tick_ms + 2 of them always suffice (capped at the buffer's size; should they run
+    out, new bytes join the last mark, which makes them older, never younger).
     """
+
+    frames = _counter("frames")
+    bytes = _counter("bytes")
+    junk = _counter("junk")
+    crc_errors = _counter("crc_errors")
+    bad_version = _counter("bad_version")
+    oversize = _counter("oversize")
+    bad_eof = _counter("bad_eof")
+    abandoned = _counter("abandoned")
+    unknown = _counter("unknown")
 
     def __init__(self, on_frame, handled=None, tick_ms=1):
         self.on_frame = on_frame
-        self._quiet = IDLE_MS * tick_ms
-        self._age = AGE_MS * tick_ms
-        self._buf = bytearray(_BUF_SIZE)
-        self.payload = memoryview(self._buf)[5:]
-        self._handled = bytearray(256)
-        for t in TYPE_NAMES if handled is None else handled:
-            self._handled[t] = 1
-        self._fill = 0
-        self._need = 5
-        self._last = 0
-        self._since = 0
-        self._now = 0
-        self._error = None
-        self.reset_counters()
+        cap = AGE_MS * tick_ms + 2
+        if cap > _BUF_SIZE:
+            cap = _BUF_SIZE
+        self._mem = rxscan.memory(
+            cap, TYPE_NAMES if handled is None else handled, AGE_MS * tick_ms, IDLE_MS * tick_ms
+        )
+        self.payload = memoryview(self._mem)[5:_BUF_SIZE]
 
     def reset_counters(self):
-        self.frames = self.bytes = self.junk = self.crc_errors = self.bad_version = 0
-        self.oversize = self.bad_eof = self.abandoned = self.unknown = 0
+        rxscan.zero(self._mem, rxscan.FRAMES, rxscan.UNKNOWN + 1)
 
     def counters(self):
         """The counters as a dict (key order is not kept on MicroPython: use COUNTER_NAMES)."""
         return {k: getattr(self, k) for k in COUNTER_NAMES}
 
+    def errors(self):
+        """junk + crc_errors + bad_version + oversize + bad_eof + abandoned, in one call."""
+        m = self._mem
+        e = 0
+        k = rxscan.JUNK
+        while k <= rxscan.ABANDONED:  # their words are in a row (COUNTER_NAMES order)
+            e += _word(m, k)
+            k += 1
+        return e
+
     def pending(self):
         """Bytes held in an incomplete candidate."""
-        return self._fill
+        return _word(self._mem, rxscan.FILL)
 
     def feed(self, data, now=0, n=-1):
-        """Take data[:n] arriving at tick now (see DESIGN.md). An exception raised by on_frame
-        does not disturb the decoder: the chunk is still taken whole, later frames still come
-        out, and the first such exception is raised again when feed() returns."""
-        self._take(data, now, n)
-        if self._error is not None:
-            self._raise()
-
-    def _raise(self):
-        e = self._error
-        self._error = None
-        raise e
-
-    def _take(self, data, now, n):
+        """Take data[:n] arriving at tick now (see DESIGN.md); an empty read is idle(now). An
+        exception raised by on_frame does not disturb the decoder: the chunk is still taken
+        whole, later frames still come out, and the first such exception is raised again when
+        feed() returns."""
         if n < 0:
             n = len(data)
-        if n == 0:
-            if self._fill:
-                self._now = now
-                self._stale(now)
-            return
-        # Bytes that come in are no evidence of a quiet line (they may have waited in the UART
-        # while the reader was held up): the quiet rule is idle()'s, an empty read's. The age
-        # rule is applied after the read is taken, so a frame whose rest waited is completed.
-        self._now = now
-        self._last = now
-        self.bytes += n
-        buf = self._buf
-        i = 0
-        while i < n:
-            fill = self._fill
-            if fill == 0:
-                j = _find_sof(data, i, n)
-                self.junk += j - i
-                if j >= n:
-                    return
-                buf[0] = SOF
-                self._fill = 1
-                self._need = 5
-                self._since = now
-                i = j + 1
-                continue
-            k = self._need - fill
-            if k > n - i:
-                k = n - i
-            _copy(buf, fill, data, i, k)
-            self._fill = fill + k
-            i += k
-            if self._fill >= self._need:
-                self._process()
-        if 1 < self._fill < 5:
-            self._process()  # the read ended inside a header: refuse a wrong VER now
-        if self._fill and ticks_diff(now, self._since) >= self._age:
-            self._abandon()
+        try:
+            _run(self, self._mem, data, n, now, _TAKE)
+        except Exception as e:
+            self._resume(e, data, n)
 
     def idle(self, now):
-        """The reader saw no byte (call it on every empty poll): apply the time rules."""
-        if self._fill:
-            self._now = now
-            self._stale(now)
-            if self._error is not None:
-                self._raise()
-
-    def _stale(self, now):
-        # Quiet line: no byte for 50 ms. Every byte held came before the gap, so a candidate
-        # found by the rescan is as stale as the one abandoned: repeat until nothing is pending
-        # (frames hidden behind come out on the way).
-        # Old candidate: incomplete 90 ms after it became the candidate while bytes kept
-        # trickling in. At 115200 baud a whole 520-byte frame takes 45 ms, so it is a corrupt
-        # header swallowing later frames: abandon it (once; what the rescan finds starts its
-        # own 90 ms). This bounds how long a corrupt header can hold a good frame back.
-        if ticks_diff(now, self._last) >= self._quiet:
-            self._flush()
-        elif ticks_diff(now, self._since) >= self._age:
-            self._abandon()
+        """The reader saw no byte (call it on every empty poll): apply the time rules. Returns
+        the bytes still pending (as pending() would)."""
+        try:
+            return _run(self, self._mem, b"", 0, now, _IDLE)
+        except Exception as e:
+            self._resume(e, b"", 0)
 
     def flush(self):
         """End of input: whatever is incomplete is abandoned (frames behind it still come out)."""
-        self._flush()
-        if self._error is not None:
-            self._raise()
+        try:
+            _run(self, self._mem, b"", 0, 0, _FLUSH)
+        except Exception as e:
+            self._resume(e, b"", 0)
 
-    def _flush(self):
-        while self._fill:
-            self._abandon()
-
-    def _abandon(self):
-        self.abandoned += 1
-        self._reject()
-
-    def _reject(self):
-        # Resume at the byte after the rejected SOF, never after the claimed length.
-        self.junk += 1
-        self._shift(1)
-        self._process()
-
-    def _shift(self, k):
-        # Drop _buf[0:k]; the next candidate starts at the next SOF in what remains.
-        fill = self._fill
-        buf = self._buf
-        j = _find_sof(buf, k, fill)
-        self.junk += j - k
-        if j >= fill:
-            self._fill = 0
-        else:
-            _copy(buf, 0, buf, j, fill - j)
-            self._fill = fill - j
-            self._since = self._now
-        self._need = 5
-
-    def _process(self):
-        buf = self._buf
+    def _resume(self, e, data, n):
+        # on_frame raised: finish the run (each later exception is dropped), then raise e.
         while True:
-            fill = self._fill
-            if fill < 2:
-                self._need = 5
-                return
-            if buf[1] != VER:
-                self.bad_version += 1
-            elif fill < 5:
-                self._need = 5
-                return
-            else:
-                length = (buf[3] << 8) | buf[4]
-                if length > MAX_LEN:
-                    self.oversize += 1
-                else:
-                    need = length + OVERHEAD
-                    self._need = need
-                    if fill < need:
-                        return
-                    if buf[need - 1] != EOF:
-                        self.bad_eof += 1
-                    elif crc16_raw(0xFFFF, buf, _CRC_TABLE, 1, need - 3) != (
-                        (buf[need - 3] << 8) | buf[need - 2]
-                    ):
-                        self.crc_errors += 1
-                    else:
-                        self.frames += 1
-                        ftype = buf[2]
-                        if not self._handled[ftype]:
-                            self.unknown += 1
-                        try:
-                            self.on_frame(ftype, self.payload, length)
-                        except Exception as e:  # raised again when feed/idle/flush returns
-                            if self._error is None:
-                                self._error = e
-                        if fill == need:
-                            self._fill = 0
-                            self._need = 5
-                            return
-                        self._shift(need)
-                        continue
-            # A defect: drop this SOF and rescan the rest (the _reject step, inline).
-            self.junk += 1
-            self._shift(1)
+            try:
+                _run(self, self._mem, data, n, 0, _RESUME)
+                break
+            except Exception:
+                pass
+        raise e

@@ -11,8 +11,13 @@ def line(event, pairs=()):
     return ", ".join(parts) + "}"
 
 
+def write(text):
+    """Write one line built by line() (built once ahead where the path must not allocate)."""
+    print(text)
+
+
 def emit(event, pairs=()):
-    print(line(event, pairs))
+    write(line(event, pairs))
 
 
 def crash(e):
