@@ -52,6 +52,12 @@ DEFAULTS = {
     "header_timeout_ms": 3000,  # whole head must arrive within this after accept
     "body_timeout_ms": 3000,  # whole body must arrive within this after the head
     "write_timeout_ms": 5000,  # response must be taken by the client within this
+    # Listen backlog: connections the kernel (or lwIP) completes before the server accepts them.
+    # MicroPython's asyncio defaults to 5: in a burst the queue overflows, Linux drops the
+    # client's final ACK (the client thinks it is connected) and its request waits for a SYN-ACK
+    # retransmission, 1 to 31 s later (issue 17, tools/bench_stall.py). Over the bound, the
+    # accepted connection gets its 503 at once instead.
+    "backlog": 128,
     "min_free": 6144,  # MicroPython: heap bytes free (after a collect) to take a request, else 503
     "origins": (),  # browser Origins allowed; a request with any other Origin gets 403
 }
@@ -646,7 +652,12 @@ async def serve(routes, host, port, config=None):
     A handler takes a Request and returns `(status, dict_list_str_bytes_or_None[, headers])`.
     """
     server = HttpServer(routes, config)
-    server.srv = await asyncio.start_server(server._conn, host, port)
+    backlog = server.cfg["backlog"]
+    if not isinstance(backlog, int) or isinstance(backlog, bool) or backlog < 1:
+        raise ValueError(
+            "http backlog must be a whole number of connections >= 1, not %r" % backlog
+        )
+    server.srv = await asyncio.start_server(server._conn, host, port, backlog=backlog)
     server.port = port
     socks = getattr(server.srv, "sockets", None)
     if socks:
