@@ -52,12 +52,14 @@ DEFAULTS = {
     "header_timeout_ms": 3000,  # whole head must arrive within this after accept
     "body_timeout_ms": 3000,  # whole body must arrive within this after the head
     "write_timeout_ms": 5000,  # response must be taken by the client within this
-    # Listen backlog: connections the kernel (or lwIP) completes before the server accepts them.
-    # MicroPython's asyncio defaults to 5: in a burst the queue overflows, Linux drops the
-    # client's final ACK (the client thinks it is connected) and its request waits for a SYN-ACK
-    # retransmission, 1 to 31 s later (issue 17, tools/bench_stall.py). Over the bound, the
-    # accepted connection gets its 503 at once instead.
-    "backlog": 128,
+    # Listen backlog: connections the stack completes before the server accepts them (Linux
+    # caps it at net.core.somaxconn, lwIP at 255; a queued connection costs no MicroPython heap,
+    # on a board lwIP's PCB pool bounds it).
+    # MicroPython's asyncio defaults to 5: in a burst the queue overflowed, Linux dropped the
+    # client's final ACK (the client thinks it is connected) and its request waited for a
+    # SYN-ACK retransmission, 1 to 31 s later (issue 17, tools/bench_stall.py). With room in
+    # the queue every connection is accepted at once and one over the bound gets its 503 then.
+    "backlog": 512,
     "min_free": 6144,  # MicroPython: heap bytes free (after a collect) to take a request, else 503
     "origins": (),  # browser Origins allowed; a request with any other Origin gets 403
 }
