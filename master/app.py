@@ -55,10 +55,12 @@ async def run(
     repl_globals=None,
     xiaozhi=None,
     ota_settings=None,
+    config=None,
 ):
     """Run the master for ever. `http`: (host, port) or None; `console`: "link" puts the
     JSON-lines link on stdin/stdout, "repl" starts aiorepl when installed, None neither;
-    `xiaozhi`: (config, ident, set_clock, reset) of the xiaozhi link (master/xiaozhi_link.py)."""
+    `xiaozhi`: (config, ident, set_clock, reset) of the xiaozhi link (master/xiaozhi_link.py);
+    `config`: the master's config (events, nudge_url, idle: master/sse.py, nudge.py, idle.py)."""
     global body
     b, edges = build(uarts, mode, note, max_steps)
     body = b
@@ -67,6 +69,7 @@ async def run(
         pairs.append(("note", note))
     log.emit("boot", pairs)
     start(b, edges)
+    start_loops(b, config)
     svc = None
     if _ota_on(ota_settings, http_config):  # the update over the air (master/ota.py), its trial
         from master import otalink
@@ -78,7 +81,7 @@ async def run(
         asyncio.create_task(otalink.supervise(svc, http, trial_ms, time.ticks_ms, time.ticks_diff))
     if http:
         try:
-            await start_http(b, http[0], http[1], http_config, svc)
+            await start_http(b, http[0], http[1], http_config, config, svc)
         except Exception as e:  # the body keeps running without its HTTP link
             log.emit("http_failed", [("host", http[0]), ("port", http[1]), ("error", repr(e))])
     if xiaozhi:
@@ -119,11 +122,54 @@ def _ota_on(ota_settings, http_config):
         return False
 
 
-def http_routes(b, ota_service=None):
-    """Every HTTP route of the master: its own, MCP, Body Protocol, the update's."""
-    from master import bodyproto, mcp, routes
+def _nudges_off():
+    return {"url": None, "sent": 0, "failed": 0, "dropped": 0}
 
+
+def start_loops(b, config=None):
+    """The body's own tasks from the master's config: nudges (nudge_url), the idle loop
+    (idle). Returns {name: object} of those started; a bad section is said on the event log."""
+    config = config or {}
+    out = {}
+    nudges = None
+    if config.get("nudge_url"):
+        from master import nudge
+
+        try:
+            n = nudge.Nudger(b.hub, b.clock, config)
+        except ValueError as e:
+            log.emit("error", [("where", "nudge_url"), ("error", str(e))])
+        else:
+            nudges = n
+            asyncio.create_task(n.run())
+            out["nudges"] = n
+    b.report.attach("nudges", nudges.stats if nudges else _nudges_off)
+    if config.get("idle") is not None:
+        from master import idle
+
+        try:
+            after = config.get("idle_after_s", 30)
+            ok = isinstance(after, int) and not isinstance(after, bool)
+            i = idle.Idle(b, config["idle"], after * 1000 if ok else -1)
+        except (ValueError, TypeError) as e:
+            log.emit("idle_refused", [("problems", [str(e)])])
+        else:
+            b.idle = i
+            b.report.attach("idle", i.stats)
+            out["idle"] = i
+    return out
+
+
+def http_routes(b, config=None, ota_service=None):
+    """Every HTTP route of the master: its own, the /events stream, MCP, Body Protocol, the
+    update's. `config`: the master's config ("events": master/sse.py DEFAULTS)."""
+    from master import bodyproto, mcp, routes, sse
+
+    config = config or {}
     table = routes.routes(b)
+    events = sse.Events(b.hub, b.stamp, config.get("events"))
+    b.report.attach("events", events.stats)
+    table.update(events.routes())
     table.update(mcp.routes(b))
     table.update(bodyproto.routes(b))
     if ota_service is not None:
@@ -133,10 +179,11 @@ def http_routes(b, ota_service=None):
     return table
 
 
-async def start_http(b, host, port, config=None, ota_service=None):
+async def start_http(b, host, port, http_config=None, config=None, ota_service=None):
     from master import httpd
 
-    server = await httpd.serve(http_routes(b, ota_service), host, port, config or {})
+    routes = http_routes(b, config, ota_service)
+    server = await httpd.serve(routes, host, port, http_config or {})
     log.emit("http", [("host", host), ("port", getattr(server, "port", port))])
     return server
 

@@ -13,6 +13,7 @@ from master.hub import Hub
 from master.outcome import ACCEPTED, PROBLEMS, REPORT, TOO_LARGE, UNREADABLE  # noqa: F401
 from master.owners import Owners
 from master.port import Port
+from master.recent import Recent, stamper
 from master.registry import Registry
 from master.scheduler import Scheduler
 from master.status import Status
@@ -32,7 +33,10 @@ def build(txs, clock, mode="two-port", max_steps=16, note=None, hub=None):
     registry = Registry(indexes, owners, scheduler, hub)
     ports = [Port(i, txs[i], registry, hub) for i in indexes]
     status = Status(ports, registry, scheduler, hub, clock, mode, note)
-    return Body(ports, registry, owners, scheduler, status, hub, clock, max_steps)
+    b = Body(ports, registry, owners, scheduler, status, hub, clock, max_steps)
+    b.recent = Recent(hub, b.stamp)
+    status.attach("recent", b.recent.items)
+    return b
 
 
 class Body:
@@ -50,6 +54,9 @@ class Body:
         self.mode = status.mode
         self._menu = None
         self._menu_version = -1
+        self.stamp = stamper(clock, status.t0)  # fn() -> ms since boot: every item's t_ms
+        self.recent = None  # the /status ring of plan reports and events (master/recent.py)
+        self.idle = None  # the local loop (master/idle.py), when the config names one
         self.links = {}  # name -> a running link with status() (the xiaozhi link), in status()
 
     def port(self, index):
@@ -83,6 +90,10 @@ class Body:
         w = self.scheduler.poll(now)
         if w < wait:
             wait = w
+        if self.idle is not None:
+            w = self.idle.poll(now)
+            if w < wait:
+                wait = w
         return wait
 
     @property
@@ -121,7 +132,10 @@ class Body:
         if problems:
             self.hub.publish("rejected", None, problems)
             return kind, {"problems": problems, "notes": notes}
-        return ACCEPTED, self.scheduler.submit(p, notes, self.clock(), on_accept, on_done)
+        now = self.clock()
+        if self.idle is not None:
+            self.idle.preempt(now)  # a link's plan: the idle plan gives way first
+        return ACCEPTED, self.scheduler.submit(p, notes, now, on_accept, on_done)
 
     async def execute(self, raw, on_accept=None, dups=()):
         """(REPORT, report) once every step has its final status, else (kind, {"problems"})."""

@@ -24,6 +24,7 @@ _READ = const(512)
 _LINGER_MAX = const(65536)
 _LINGER_MS = const(300)
 _RATE_CLIENTS = const(16)
+_STREAMING = const(2)  # conns record [3]: a streamed answer, its request slot given back
 _HAS_MEM_FREE = hasattr(gc, "mem_free")
 
 # Built once: the answer when the heap runs short, sent without allocating a new response.
@@ -359,6 +360,7 @@ class HttpServer:
         self.counts = {}
         self.errors = 0  # handler exceptions (answered 500)
         self.low_memory = 0  # requests answered 503 for want of heap
+        self.streams = 0  # streamed answers being written now (not in `active`)
         self.port = None
         self.srv = None
 
@@ -369,6 +371,7 @@ class HttpServer:
             "responses": dict(self.counts),
             "errors": self.errors,
             "low_memory": self.low_memory,
+            "streams": self.streams,
         }
 
     def close(self):
@@ -526,7 +529,32 @@ class HttpServer:
             return
         status, payload = result[0], result[1]
         extra = result[2] if len(result) > 2 else None
+        if hasattr(payload, "write_to"):
+            await self._stream(writer, rec, status, payload, extra)
+            return
         await self._send(writer, status, payload, extra)
+
+    async def _stream(self, writer, rec, status, stream, headers):
+        # A streamed answer (GET /events, an MCP GET stream): the head without a length, then
+        # `stream.write_to(writer)` until the client goes or the stream ends. It gives its
+        # request slot back first: the route bounds its streams itself (master/sse.py).
+        try:
+            self.counts[status] = self.counts.get(status, 0) + 1
+            out = ["HTTP/1.1 %d %s\r\n" % (status, REASONS.get(status, "Status"))]
+            if headers:
+                for k in headers:
+                    out.append("%s: %s\r\n" % (k, headers[k]))
+            out.append("Connection: close\r\n\r\n")
+            writer.write("".join(out).encode())
+            await asyncio.wait_for(writer.drain(), self.cfg["write_timeout_ms"] / 1000)
+            self._release(rec)
+            rec[3] = _STREAMING
+            self.streams += 1
+            await stream.write_to(writer)
+        finally:
+            if rec[3] == _STREAMING:
+                self.streams -= 1
+            stream.close()
 
     def _release(self, rec):
         self.active -= 1
@@ -610,7 +638,7 @@ class HttpServer:
                 await asyncio.wait_for(writer.drain(), self.cfg["write_timeout_ms"] / 1000)
                 await self._linger(reader, self.cfg["max_body"] + self.cfg["max_head"])
         except asyncio.CancelledError:
-            if not rec[3]:
+            if rec[3] is not True:
                 raise  # the server is being stopped
             # reclaimed (its slot went to a new client): say so if the socket still takes it
             self.counts[408] = self.counts.get(408, 0) + 1
@@ -651,7 +679,8 @@ def _print_exc(e):
 async def serve(routes, host, port, config=None):
     """Start serving `routes` ({(method, path): async handler}) on host:port; returns HttpServer.
 
-    A handler takes a Request and returns `(status, dict_list_str_bytes_or_None[, headers])`.
+    A handler takes a Request and returns `(status, dict_list_str_bytes_or_None[, headers])`;
+    a payload with `async write_to(writer)` and `close()` is a stream (see `_stream`).
     """
     server = HttpServer(routes, config)
     backlog = server.cfg["backlog"]

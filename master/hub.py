@@ -45,7 +45,7 @@ EVENTS = (
     "rejected",
     "decoder",
 )
-MAX_SUBSCRIBERS = 8
+MAX_SUBSCRIBERS = 16  # log, status, ring, nudges, idle loop, MCP, /events streams
 
 
 class Hub:

@@ -192,6 +192,19 @@ class Scheduler:
         self._dispatch(now)
         return run
 
+    def give_way(self, run, why, now):
+        """Pre-emption (the idle loop, master/idle.py): `run`'s waiting steps are skipped with
+        `why` and its running steps give their resource groups up at once, so the next plan's
+        COMMAND in that group goes out now (the organ then ends the old one: EVENT status 1,
+        and the step is `stopped`); then dispatch."""
+        for s in run.steps:
+            if s.status == PENDING:
+                s.reason = why
+                self._finish(s, SKIPPED, now)
+            elif s.status == RUNNING:
+                self._release(s)
+        self._dispatch(now)
+
     def on_resp(self, port, status, now):
         s = self.outstanding.pop(port, None)
         if s is None:

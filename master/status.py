@@ -31,7 +31,12 @@ class Status:
         self.offline = 0
         self.decoder_events = 0
         self.hub = hub
+        self.parts = []  # (key, fn() -> its value) of the links' and loops' own sections
         hub.subscribe(self.on_event, _HEARS)
+
+    def attach(self, key, fn):
+        """Add a section `key` to the document, its value `fn()` when it is built."""
+        self.parts.append((key, fn))
 
     def on_event(self, event, port, data):
         if event == "plan":
@@ -117,6 +122,8 @@ class Status:
             "busy_groups": sched.busy_groups(),
             "hub": {"subscribers": len(self.hub.subs), "errors": self.hub.errors},
         }
+        for k, fn in self.parts:
+            doc[k] = fn()
         if self.note:
             doc["note"] = self.note
         return doc

@@ -160,7 +160,7 @@ def main():
     ota["trial_ms"] = settings.get("ota_trial_ms", 60000)
     try:
         xz = _xiaozhi(config, settings, sta)
-        asyncio.run(_run(sta, *args, settings.get("max_steps", 16), globals(), xz, ota))
+        asyncio.run(_run(sta, *args, settings.get("max_steps", 16), globals(), xz, ota, config))
     except Exception as e:  # a crash: say why, then reset and announce afresh, as an organ does
         log.crash(e)
         time.sleep_ms(1000)

@@ -67,8 +67,10 @@ def test_plan_round_trip_and_404_405(server):
     assert server.body.commands == [("led_on", {})], server.body.commands
     code, _, out = request(server.port, "GET", "/nowhere")
     assert code == 404 and "GET /nowhere" in out["error"], (code, out)
-    code, hdrs, out = request(server.port, "GET", "/mcp")
-    assert code == 405 and hdrs.get("allow") == "POST", (code, hdrs, out)
+    code, hdrs, out = request(server.port, "PUT", "/mcp")
+    assert code == 405 and hdrs.get("allow") == "POST, GET, DELETE", (code, hdrs, out)
+    code, hdrs, out = request(server.port, "GET", "/mcp")  # a stream, asked without Accept
+    assert code == 406 and "Accept: text/event-stream" in out["error"], (code, hdrs, out)
     code, hdrs, out = request(server.port, "DELETE", "/plan")
     assert code == 405 and hdrs.get("allow") == "POST", (code, hdrs)
 

@@ -43,7 +43,8 @@ def test_initialize_and_list_tools_match_the_menu(server, mode):
             assert c.server_info.name == "organbus"
             caps = c.server_capabilities
             assert caps.tools is not None, "tools capability declared"
-            assert not caps.tools.list_changed, "list_changed is never sent, so not declared"
+            assert caps.tools.list_changed, "list_changed is sent on the GET stream: declared"
+            assert caps.resources is not None and caps.resources.subscribe, caps.resources
             await c.send_ping()
             return (await c.list_tools()).tools
 
@@ -180,7 +181,8 @@ def test_raw_protocol_details(server):
                        "clientInfo": {"name": "t", "version": "0"}}}  # fmt: skip
     code, hdrs, out = request(p, "POST", "/mcp", init)
     assert code == 200 and out["result"]["protocolVersion"] == "2025-06-18", out
-    assert "mcp-session-id" not in hdrs, "stateless server issues no session"
+    sid = hdrs.get("mcp-session-id", "")
+    assert len(sid) == 32 and int(sid, 16) >= 0, "initialize makes a session: %r" % sid
     init["params"]["protocolVersion"] = "1999-01-01"
     code, _, out = request(p, "POST", "/mcp", init)
     assert out["result"]["protocolVersion"] == "2025-11-25", "answers its own newest version"
@@ -188,10 +190,9 @@ def test_raw_protocol_details(server):
         p, "POST", "/mcp", {"jsonrpc": "2.0", "method": "notifications/initialized"}
     )
     assert code == 202 and out is None, (code, out)
-    code, _, out = request(
-        p, "POST", "/mcp", {"jsonrpc": "2.0", "id": 2, "method": "resources/list"}
-    )
+    code, _, out = request(p, "POST", "/mcp", {"jsonrpc": "2.0", "id": 2, "method": "prompts/list"})
     assert code == 200 and out["error"]["code"] == -32601, out
+    assert "resources/subscribe" in out["error"]["message"], out
     hdr = {"MCP-Protocol-Version": "2031-01-01"}
     code, _, out = request(p, "POST", "/mcp", {"jsonrpc": "2.0", "id": 3, "method": "ping"}, hdr)
     assert code == 400 and "2031-01-01" in out["error"]["message"], (code, out)

@@ -57,7 +57,10 @@ def test_initialize_negotiates_and_declares_only_what_it_sends():
         code, out, _ = call(srv, msg)
         r = out["result"]
         assert r["protocolVersion"] == got, (asked, r)
-        assert r["capabilities"] == {"tools": {"listChanged": False}}, r["capabilities"]
+        assert r["capabilities"] == {
+            "tools": {"listChanged": True},
+            "resources": {"subscribe": True, "listChanged": False},
+        }, r["capabilities"]
     code, out, _ = call(srv, {"jsonrpc": "2.0", "method": "notifications/initialized"})
     assert (code, out) == (202, None), (code, out)
 

@@ -35,6 +35,7 @@ class VirtualBody:
         organs=("led", "speaker"),
         master_config=None,
         master_settings=None,
+        hub_events=False,
         xiaozhi=None,
     ):
         if out_dir is None:
@@ -69,6 +70,8 @@ class VirtualBody:
         self.stopped = False
         self.menu_refusal = None  # (status, reply) of the last GET /menu that was not a 200
         self.starved = None  # why the master cannot serve its menu, once that has lasted
+        self.hub_events = hub_events  # read GET /events: its items become {"src": "hub"} events
+        self.hub_lost = 0
 
     # -- set-up --------------------------------------------------------------------------------
 
@@ -123,7 +126,67 @@ class VirtualBody:
             self.tails.append(PinLogTail(b.pinlog, lambda d, r=b.role: self._pin_line(r, d)))
             if boot is None or b.role in boot:
                 b.start()
+        if self.hub_events and self.http:
+            t = threading.Thread(target=self._read_hub, daemon=True)
+            t.start()
         return self
+
+    def _read_hub(self):
+        # GET /events for as long as the body runs, again after a master restart: each item
+        # is an event {"src": "hub", "event": its kind, ...its data}.
+        while not self.stopped:
+            try:
+                s = socket.create_connection(self.http, timeout=2)
+            except OSError:
+                time.sleep(0.2)
+                continue
+            try:
+                s.sendall(b"GET /events HTTP/1.1\r\nHost: sim\r\nAccept: text/event-stream\r\n\r\n")
+                s.settimeout(0.5)
+                buf = b""
+                head = None
+                while not self.stopped:
+                    try:
+                        c = s.recv(65536)
+                    except socket.timeout:
+                        continue
+                    if not c:
+                        break
+                    buf += c
+                    if head is None:
+                        i = buf.find(b"\r\n\r\n")
+                        if i < 0:
+                            continue
+                        head, buf = buf[:i], buf[i + 4 :]
+                        if b" 200 " not in head.split(b"\r\n")[0]:
+                            break
+                    while b"\n\n" in buf:
+                        block, _, buf = buf.partition(b"\n\n")
+                        self._hub_item(block)
+            except OSError:
+                pass
+            finally:
+                s.close()
+            time.sleep(0.2)
+
+    def _hub_item(self, block):
+        kind, data = None, None
+        for line in block.decode("utf-8", "replace").split("\n"):
+            if line.startswith("event: "):
+                kind = line[7:]
+            elif line.startswith("data: "):
+                try:
+                    data = json.loads(line[6:])
+                except ValueError:
+                    data = None
+        if kind is None or not isinstance(data, dict):
+            return
+        if kind == "lost":
+            self.hub_lost += data.get("count", 0)
+        ev = {"src": "hub", "t": time.monotonic()}
+        ev.update(data)
+        ev["event"] = kind
+        self._add(ev)
 
     def start_board(self, role):
         """Starts (boots) one board process; returns the monotonic time it was started."""

@@ -19,6 +19,8 @@ USAGE = """organbus simulator.
   tools/sim.py                      master + LED organ + speaker organ on the paced bus, console
   tools/sim.py --plan FILE          the same, runs one plan, prints the report JSON, stops
   tools/sim.py --script FILE        the same, runs console lines from FILE, stops
+  tools/sim.py --events             the same, stdout: the master's GET /events as JSON lines
+  tools/sim.py --idle FILE          the master runs the idle plan in FILE when nobody sends one
   tools/sim.py board ROLE [...]     one board (master, led, speaker) alone, its UARTs on TCP
 
 Type `help` in the console for its commands.
@@ -63,11 +65,39 @@ def run_body(args):
         if args.master:
             raise SystemExit("sim: --xiaozhi points the master's link: not with an external master")
         _check_ota_url(args.xiaozhi)
+    master_config = None
+    if args.idle:
+        try:
+            master_config = idle_config(args.idle)
+        except ValueError as e:
+            sys.stderr.write("sim.py: error: --idle %s: %s\n" % (args.idle, e))
+            return 2
     body = VirtualBody(
-        out_dir=args.out, external=external, heap=args.heap, seed=args.seed, xiaozhi=args.xiaozhi
+        out_dir=args.out,
+        external=external,
+        heap=args.heap,
+        seed=args.seed,
+        xiaozhi=args.xiaozhi,
+        master_config=master_config,
+        hub_events=True,
     )
-    # --plan: stdout carries the report alone; the running commentary goes to stderr
-    console = Console(body, as_json=args.json, out=sys.stderr if args.plan else None)
+    # --plan, --events: stdout carries the report or the stream alone; the commentary, stderr
+    quiet = args.plan or args.events
+    console = Console(body, as_json=args.json, out=sys.stderr if quiet else None)
+    if args.events:
+        console_event = body.on_event
+        lock = threading.Lock()
+
+        def on_event(ev):
+            if ev.get("src") == "hub":
+                item = {"event": ev["event"]}
+                item.update({k: v for k, v in ev.items() if k not in ("src", "t", "event")})
+                with lock:
+                    sys.stdout.write(json.dumps(item) + "\n")
+                    sys.stdout.flush()
+            console_event(ev)
+
+        body.on_event = on_event
 
     def on_signal(signum, frame):
         raise KeyboardInterrupt
@@ -133,6 +163,10 @@ def run_body(args):
             for line in console.read_lines(lines()):
                 if not console.handle(line):
                     break
+            else:
+                if args.events:  # stdin ended (not a terminal): the stream goes on until Ctrl-C
+                    while not body.failure():
+                        time.sleep(0.5)
     except KeyboardInterrupt:
         pass
     finally:
@@ -140,6 +174,30 @@ def run_body(args):
         console.settle()
         console.emit("stop", "stopped: every process the simulator started is gone")
     return code
+
+
+def idle_config(path):
+    """The master config's idle section from FILE: {"idle": PLAN, "idle_after_s": N}, or a
+    plan alone (idle_after_s 30). The master checks the plan itself (and logs idle_refused)."""
+    try:
+        with open(path, "rb") as f:
+            obj = json.loads(f.read())
+    except OSError as e:
+        raise ValueError(e.strerror or str(e))
+    except ValueError as e:
+        raise ValueError("not JSON: %s" % e)
+    if not isinstance(obj, dict):
+        raise ValueError('expected a JSON object (a plan, or {"idle": PLAN, "idle_after_s": N})')
+    if "steps" in obj:
+        obj = {"idle": obj, "idle_after_s": 30}
+    if not isinstance(obj.get("idle"), dict):
+        raise ValueError('expected "idle": a plan object (or the plan itself)')
+    after = obj.get("idle_after_s", 30)
+    if not isinstance(after, int) or isinstance(after, bool) or after < 1:
+        raise ValueError("idle_after_s must be a whole number of seconds, at least 1")
+    out = dict(obj)
+    out["idle_after_s"] = after
+    return out
 
 
 def _check_free(what, addr):
@@ -309,6 +367,17 @@ def main(argv=None):
     p.add_argument("--plan", help="run the plan in FILE, print the report JSON, stop")
     p.add_argument("--script", help="run the console lines in FILE, stop")
     p.add_argument("--json", action="store_true", help="every output line is a JSON object")
+    p.add_argument(
+        "--events",
+        action="store_true",
+        help="print the master's GET /events stream on stdout as JSON lines",
+    )
+    p.add_argument(
+        "--idle",
+        metavar="FILE",
+        help="the master's idle plan (docs/links.md: the local loop), e.g. "
+        "boards/c6_master/idle.example.json",
+    )
     p.add_argument(
         "--led", metavar="SPEC", help="an external LED organ at listen:/connect:HOST:PORT"
     )

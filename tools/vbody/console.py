@@ -243,6 +243,12 @@ class Console:
                 )
         if name == "heap":
             return
+        if src == "hub":
+            if name in HUB_LOGGED:
+                return  # the master's event log line says it already
+            fields = {k: v for k, v in ev.items() if k not in ("t", "at")}
+            self.hold(at, "hub", "%s %s" % (stamp, describe_hub(ev)), **fields)
+            return
         if name in ("stderr", "print"):
             what = " stderr" if name == "stderr" else ""
             line = ev.get("line")
@@ -698,6 +704,53 @@ class Console:
     def read_lines(self, stream):
         """Console lines from a stream; a pasted plan joined into one line (plan_lines)."""
         return plan_lines(stream)
+
+
+HUB_LOGGED = ("registered", "refused", "offline", "duplicate")  # the event log prints these
+
+
+def describe_hub(ev):
+    """One console line for a GET /events item (the body's hub): steps, plans, organ EVENTs."""
+    name = ev.get("event")
+    port = ev.get("port")
+    if name == "step":
+        what = "plan %s: %s (%s) %s" % (ev.get("plan"), ev.get("action"), ev.get("task_id"),
+                                        ev.get("status"))  # fmt: skip
+        if port is not None and ev.get("status") == "sent":
+            what += " on UART%s" % port
+        if ev.get("ms") is not None and ev.get("status") != "running":
+            what += " after %s ms" % ev["ms"]
+        if ev.get("reason"):
+            what += ": " + ev["reason"]
+        return what
+    if name == "plan":
+        bad = [s for s in ev.get("steps") or [] if s.get("status") not in ("done", "started")]
+        if ev.get("ok"):
+            return "plan %s finished: ok" % ev.get("plan")
+        return "plan %s finished: failed (%s)" % (
+            ev.get("plan"),
+            ", ".join("%s %s" % (s.get("action"), s.get("status")) for s in bad),
+        )
+    if name == "event":
+        how = "completed" if ev.get("status") == 0 else "stopped early or failed"
+        return "UART%s EVENT %s: %s" % (port, ev.get("name"), how)
+    if name == "menu":
+        parts = []
+        if ev.get("added"):
+            parts.append("+" + ", +".join(ev["added"]))
+        if ev.get("removed"):
+            parts.append("-" + ", -".join(ev["removed"]))
+        return "menu v%s: %s" % (ev.get("version"), " ".join(parts) or "unchanged")
+    if name == "rejected":
+        return "plan refused: %s" % "; ".join(ev.get("problems") or [])
+    if name == "decoder":
+        rest = {k: v for k, v in ev.items() if k not in ("src", "t", "at", "event", "port",
+                                                        "t_ms")}  # fmt: skip
+        return "UART%s decoder errors: %s" % (port, json.dumps(rest))
+    if name == "lost":
+        return "hub: %s events lost (this console read too slowly)" % ev.get("count")
+    rest = {k: v for k, v in ev.items() if k not in ("src", "t", "at", "event")}
+    return "hub %s %s" % (name, json.dumps(rest))
 
 
 def _number(pos, i, what, kind, default, example):

@@ -1,0 +1,212 @@
+# MCP sessions and their server-to-client streams: the GET /mcp notification stream and a tools/call answered as SSE with progress.
+#
+# A session is made at `initialize` (its id in the Mcp-Session-Id header) so a client can open
+# the GET stream; POSTs without a session id still work, statelessly, as before. The table is
+# small (`MAX_SESSIONS`, the oldest goes); each session keeps a bounded queue of notifications,
+# filled only while its GET stream is open and written by that stream's own task.
+import asyncio
+import json
+import os
+import time
+
+from micropython import const
+
+from organbus.ticks import ticks_diff
+
+MAX_SESSIONS = const(4)
+QUEUE = const(16)
+KEEPALIVE_MS = const(15000)
+STALL_MS = const(30000)
+SSE_HEAD = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+
+
+_made = [0]
+
+
+def _new_id():
+    # os.urandom where the port has it (the C6: its hardware RNG); else random, else a counter
+    # with the tick (a port with neither, e.g. the RV32 test image). The id names a session,
+    # it is no credential: the bearer token guards the routes.
+    try:
+        b = os.urandom(16)
+    except AttributeError:
+        try:
+            import random
+
+            b = [random.getrandbits(8) for _ in range(16)]
+        except (ImportError, AttributeError):
+            _made[0] += 1
+            n = (_made[0] << 32) ^ (time.ticks_ms() if hasattr(time, "ticks_ms") else 0)
+            b = [(n >> (8 * i)) & 255 for i in range(16)]
+    return "".join(["%02x" % x for x in b])
+
+
+def sse_message(msg):
+    """One JSON-RPC message as an SSE item of a Streamable HTTP stream."""
+    return ("event: message\ndata: %s\n\n" % json.dumps(msg)).encode()
+
+
+def notification(method, params=None):
+    m = {"jsonrpc": "2.0", "method": method}
+    if params is not None:
+        m["params"] = params
+    return m
+
+
+class Session:
+    """One client's session: the resources it subscribed, its notification queue."""
+
+    def __init__(self, sid):
+        self.id = sid
+        self.subscribed = []  # resource URIs
+        self.queue = []
+        self.dropped = 0
+        self.streaming = 0  # GET streams open now
+        self.ready = asyncio.Event()
+
+    def push(self, msg):
+        if not self.streaming:
+            return  # no stream: nobody would hear it (a client lists again when it comes back)
+        if len(self.queue) >= QUEUE:
+            self.queue.pop(0)
+            self.dropped += 1
+        self.queue.append(msg)
+        self.ready.set()
+
+
+class Sessions:
+    """The session table: `new()`, `get(sid)`, `end(sid)`, `push_all(msg)`, `push_subscribed`."""
+
+    def __init__(self, limit=MAX_SESSIONS):
+        self.limit = limit
+        self.table = []  # oldest first
+        self.made = 0
+        self.evicted = 0
+        self.notified = 0
+
+    def new(self):
+        if len(self.table) >= self.limit:
+            victim = self.table[0]
+            for s in self.table:
+                if not s.streaming:
+                    victim = s
+                    break
+            self.table.remove(victim)
+            self.evicted += 1
+        s = Session(_new_id())
+        self.table.append(s)
+        self.made += 1
+        return s
+
+    def get(self, sid):
+        for s in self.table:
+            if s.id == sid:
+                return s
+        return None
+
+    def end(self, sid):
+        s = self.get(sid)
+        if s is not None:
+            self.table.remove(s)
+        return s
+
+    def push_all(self, msg):
+        for s in self.table:
+            if s.streaming:
+                s.push(msg)
+                self.notified += 1
+
+    def push_subscribed(self, uri):
+        for s in self.table:
+            if s.streaming and uri in s.subscribed:
+                s.push(notification("notifications/resources/updated", {"uri": uri}))
+                self.notified += 1
+
+
+class NotifyStream:
+    """The GET /mcp stream of one session (httpd writes it with `write_to`)."""
+
+    def __init__(self, session):
+        self.session = session
+        session.streaming += 1
+
+    async def write_to(self, writer):
+        s = self.session
+        writer.write(b": organbus mcp notifications\n\n")
+        await asyncio.wait_for(writer.drain(), STALL_MS / 1000)
+        while True:
+            if not s.queue:
+                s.ready.clear()
+                try:
+                    await asyncio.wait_for(s.ready.wait(), KEEPALIVE_MS / 1000)
+                except asyncio.TimeoutError:
+                    writer.write(b": keep-alive\n\n")
+                    await asyncio.wait_for(writer.drain(), STALL_MS / 1000)
+                continue
+            writer.write(sse_message(s.queue.pop(0)))
+            await asyncio.wait_for(writer.drain(), STALL_MS / 1000)
+
+    def close(self):
+        if self.session.streaming:
+            self.session.streaming -= 1
+        if not self.session.streaming:
+            self.session.queue = []
+
+
+class CallStream:
+    """A tools/call answered as an SSE stream: notifications/progress while its step runs,
+    then the result. `run` was accepted already; `finish(report) -> response message`."""
+
+    def __init__(self, body, run, token, finish, tick_ms=1000):
+        self.body = body
+        self.run = run
+        self.token = token
+        self.finish = finish
+        self.tick_ms = tick_ms
+        self.wake = asyncio.Event()
+        self.accepted = None  # (task_id, status) of the COMMAND_RESP
+        self.n = 0
+
+    def on_accept(self, task_id, status):
+        self.accepted = (task_id, status)
+        self.wake.set()
+
+    def on_done(self, run):
+        self.wake.set()
+
+    def _progress(self, message):
+        self.n += 1
+        return sse_message(
+            notification(
+                "notifications/progress",
+                {"progressToken": self.token, "progress": self.n, "message": message},
+            )
+        )
+
+    async def write_to(self, writer):
+        run = self.run
+        st = run.steps[0]
+        said_accept = False
+        if not run.finished and st.status == "sent":
+            writer.write(self._progress("%s: sent to the organ" % st.action))
+            await writer.drain()
+        while not run.finished:
+            self.wake.clear()
+            try:
+                await asyncio.wait_for(self.wake.wait(), self.tick_ms / 1000)
+            except asyncio.TimeoutError:
+                pass
+            if run.finished:
+                break
+            if self.accepted is not None and not said_accept:
+                said_accept = True
+                writer.write(self._progress("%s: the organ accepted it, running" % st.action))
+            elif st.status == "running":
+                ms = ticks_diff(self.body.clock(), st.t_sent)
+                writer.write(self._progress("%s: running for %d ms" % (st.action, ms)))
+            await writer.drain()
+        writer.write(sse_message(self.finish(run.report())))
+        await writer.drain()
+
+    def close(self):
+        pass

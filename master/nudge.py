@@ -1,0 +1,186 @@
+# Body Protocol nudges: the body wakes the soul (POST {"reason"} to nudge_url), coalesced, rate limited, from its own task.
+#
+# `Nudger` is a hub subscriber that only appends a plain sentence to a short list of pending
+# reasons (full: the reason is dropped and counted). Its own task (`run`) waits for a reason,
+# gathers the rest of the burst for `gather_ms`, keeps at least `min_s` between two POSTs,
+# joins the reasons into one nudge and POSTs it with a timeout: a slow or dead receiver costs
+# that task its wait and the bus nothing. Counted in /status "nudges".
+import asyncio
+import json
+
+from organbus.ticks import ticks_diff
+
+DEFAULTS = {
+    "nudge_url": None,  # http://HOST:PORT/PATH of the soul's nudge endpoint; None: no nudges
+    "nudge_min_s": 10,  # at most one nudge per this many seconds
+    "nudge_timeout_ms": 3000,  # a POST not answered within this has failed
+    "nudge_gather_ms": 100,  # a burst's reasons that come this soon after the first go along
+}
+HEARS = ("offline", "registered", "step", "plan")
+MAX_PENDING = 8
+MAX_REASON = 600  # characters of one joined nudge
+
+
+def parse_url(url):
+    """(host, port, path) of an http:// URL; ValueError with the reason for anything else."""
+    if not isinstance(url, str) or not url.startswith("http://"):
+        raise ValueError("nudge_url must be an http://HOST:PORT/PATH URL, not %r" % (url,))
+    rest = url[7:]
+    i = rest.find("/")
+    hostport, path = (rest, "/") if i < 0 else (rest[:i], rest[i:])
+    host, _, port = hostport.partition(":")
+    if not host:
+        raise ValueError("nudge_url %r has no host" % url)
+    try:
+        port = int(port) if port else 80
+    except ValueError:
+        raise ValueError("nudge_url %r: the port is not a number" % url)
+    return host, port, path
+
+
+def reason_of(event, port, data):
+    """One plain sentence for a hub event worth waking the soul for, else None."""
+    if event == "offline":
+        d = data.organ
+        return "The %s organ %s went offline, so its abilities are gone." % (
+            d["module_type"],
+            d["module_id"],
+        )
+    if event == "registered" and data.again:
+        d = data.organ
+        return "The %s organ %s is back online." % (d["module_type"], d["module_id"])
+    if event == "step" and data.own is not None:
+        cap = data.own[1]
+        if cap.get("exec_type") != "continuous":
+            return None
+        if data.status == "stopped":
+            return "%s stopped before it finished (%s)." % (data.action, data.reason or "stopped")
+        if data.status in ("refused", "timeout", "offline"):
+            return "%s failed: %s." % (data.action, data.reason or data.status)
+        return None
+    if event == "plan":
+        r = data.report()
+        if r["ok"]:
+            return None
+        bad = ["%s %s" % (s["action"], s["status"]) for s in r["steps"] if s["status"] not in GOOD]
+        return "Plan %d failed (%s)." % (data.seq, ", ".join(bad))
+    return None
+
+
+GOOD = ("done", "started")
+
+
+class Nudger:
+    """`on_event` (hub), `run()` (its task), `stats()`; `post(host, port, path, body, ms)` is
+    the sender (tests may pass their own), `clock()` ms ticks."""
+
+    def __init__(self, hub, clock, config=None, post=None):
+        cfg = dict(DEFAULTS)
+        if config:
+            for k in DEFAULTS:
+                if k in config:
+                    cfg[k] = config[k]
+        self.cfg = cfg
+        self.target = parse_url(cfg["nudge_url"])
+        self.clock = clock
+        self.post = post or post_json
+        self.pending = []
+        self.wake = asyncio.Event()
+        self.sent = 0
+        self.failed = 0
+        self.dropped = 0
+        self.coalesced = 0  # reasons that went out inside another's nudge
+        self.last_error = None
+        self.last_reason = None
+        self.t_last = None
+        hub.subscribe(self.on_event, HEARS)
+
+    def on_event(self, event, port, data):
+        why = reason_of(event, port, data)
+        if why is None or why in self.pending:
+            return
+        if len(self.pending) >= MAX_PENDING:
+            self.dropped += 1
+            return
+        self.pending.append(why)
+        self.wake.set()
+
+    async def run(self):
+        cfg = self.cfg
+        while True:
+            while not self.pending:
+                self.wake.clear()
+                await self.wake.wait()
+            await asyncio.sleep(cfg["nudge_gather_ms"] / 1000)
+            if self.t_last is not None:
+                left = cfg["nudge_min_s"] * 1000 - ticks_diff(self.clock(), self.t_last)
+                if left > 0:
+                    await asyncio.sleep(left / 1000)
+            reasons, self.pending = self.pending, []
+            self.coalesced += len(reasons) - 1
+            text = " ".join(reasons)
+            if len(text) > MAX_REASON:
+                text = text[: MAX_REASON - 3] + "..."
+            self.t_last = self.clock()
+            self.last_reason = text
+            host, port, path = self.target
+            try:
+                status = await self.post(
+                    host, port, path, json.dumps({"reason": text}), cfg["nudge_timeout_ms"]
+                )
+                if 200 <= status < 300:
+                    self.sent += 1
+                    self.last_error = None
+                else:
+                    self.failed += 1
+                    self.last_error = "HTTP %d" % status
+            except asyncio.TimeoutError:
+                self.failed += 1
+                self.last_error = "no answer within %d ms" % cfg["nudge_timeout_ms"]
+            except Exception as e:  # the receiver is down: counted, never raised
+                self.failed += 1
+                self.last_error = repr(e)
+
+    def stats(self):
+        return {
+            "url": self.cfg["nudge_url"],
+            "min_s": self.cfg["nudge_min_s"],
+            "sent": self.sent,
+            "failed": self.failed,
+            "dropped": self.dropped,
+            "coalesced": self.coalesced,
+            "pending": len(self.pending),
+            "last_reason": self.last_reason,
+            "last_error": self.last_error,
+        }
+
+
+async def post_json(host, port, path, text, timeout_ms):
+    """POST `text` (JSON) to http://host:port/path; the answer's status. Raises on a dead or
+    slow receiver (asyncio.TimeoutError after `timeout_ms` for the whole exchange)."""
+    return await asyncio.wait_for(_post(host, port, path, text), timeout_ms / 1000)
+
+
+async def _post(host, port, path, text, *_):
+    body = text.encode()
+    r, w = await asyncio.open_connection(host, port)
+    try:
+        w.write(
+            (
+                "POST %s HTTP/1.1\r\nHost: %s:%d\r\nContent-Type: application/json\r\n"
+                "Content-Length: %d\r\nConnection: close\r\n\r\n" % (path, host, port, len(body))
+            ).encode()
+            + body
+        )
+        await w.drain()
+        line = await r.readline()
+        parts = line.split()
+        if len(parts) < 2 or not parts[1].isdigit():
+            raise OSError("not an HTTP answer: %r" % line[:40])
+        return int(parts[1])
+    finally:
+        try:
+            w.close()
+            await w.wait_closed()
+        except Exception:
+            pass
