@@ -23,7 +23,7 @@ from master import httpd  # noqa: E402
 
 CLIENTS = 300
 RUNS = 3
-BOUND_S = 15.0  # each client's answer (status line) within this; measured under 0.5 s
+BOUND_S = 15.0  # each client's answer (status line) within this; measured under 0.7 s
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +56,10 @@ def test_every_client_of_a_300_connection_burst_is_answered(body):
             )
             + "overflows %s)" % over
         )
-        assert set(statuses) <= {200, 429, 503}, statuses
+        # 408: under heavy load (the whole suite on 2 cores) a served connection whose head the
+        # loop had not read within reclaim_ms can be reclaimed for a newer client; an answer
+        # all the same (docs/links.md)
+        assert set(statuses) <= {200, 408, 429, 503}, statuses
         assert 200 in statuses and 503 in statuses, "some served, the rest over the bound"
 
 
