@@ -53,6 +53,14 @@ DEFAULTS = {
     "header_timeout_ms": 3000,  # whole head must arrive within this after accept
     "body_timeout_ms": 3000,  # whole body must arrive within this after the head
     "write_timeout_ms": 5000,  # response must be taken by the client within this
+    # Listen backlog: connections the stack completes before the server accepts them (Linux
+    # caps it at net.core.somaxconn, lwIP at 255; a queued connection costs no MicroPython heap,
+    # on a board lwIP's PCB pool bounds it).
+    # MicroPython's asyncio defaults to 5: in a burst the queue overflowed, Linux dropped the
+    # client's final ACK (the client thinks it is connected) and its request waited for a
+    # SYN-ACK retransmission, 1 to 31 s later (issue 17, tools/bench_stall.py). With room in
+    # the queue every connection is accepted at once and one over the bound gets its 503 then.
+    "backlog": 512,
     "min_free": 6144,  # MicroPython: heap bytes free (after a collect) to take a request, else 503
     "origins": (),  # browser Origins allowed; a request with any other Origin gets 403
 }
@@ -675,7 +683,12 @@ async def serve(routes, host, port, config=None):
     a payload with `async write_to(writer)` and `close()` is a stream (see `_stream`).
     """
     server = HttpServer(routes, config)
-    server.srv = await asyncio.start_server(server._conn, host, port)
+    backlog = server.cfg["backlog"]
+    if not isinstance(backlog, int) or isinstance(backlog, bool) or backlog < 1:
+        raise ValueError(
+            "http backlog must be a whole number of connections >= 1, not %r" % backlog
+        )
+    server.srv = await asyncio.start_server(server._conn, host, port, backlog=backlog)
     server.port = port
     socks = getattr(server.srv, "sockets", None)
     if socks:
