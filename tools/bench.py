@@ -231,30 +231,36 @@ def chunked(rnd, stream, most=128):
     return out
 
 
+def mix_reads():
+    """(frames, stream, reads): the realistic mix of the decoder figures, cut into reads."""
+    rnd = Rand(7)
+    frames, stream = build_mix(rnd, 60)
+    return frames, stream, chunked(rnd, stream)
+
+
+def feed_pass(dec, reads):
+    """One pass of the reads through `dec`, one ms tick apart, then the time rules."""
+    now = 0
+    for ch in reads:
+        dec.feed(ch, now)
+        now += 1
+    dec.idle(now + 100)
+
+
 def bench_decoder(trials=41):
     import gc
 
     from organbus import frame
     import micropython
 
-    rnd = Rand(7)
-    frames, stream = build_mix(rnd, 60)
-    chunks = chunked(rnd, stream)
+    frames, stream, chunks = mix_reads()
     got = [0]
 
     def on_frame(ftype, payload, n):
         got[0] += 1
 
     dec = frame.Decoder(on_frame)
-
-    def run():
-        now = 0
-        for ch in chunks:
-            dec.feed(ch, now)
-            now += 1
-        dec.idle(now + 100)
-
-    run()
+    feed_pass(dec, chunks)
     if got[0] < len(frames):
         raise AssertionError("decoder lost frames: %d of %d" % (got[0], len(frames)))
     extra = got[0] - len(frames)  # CRC collisions in the junk (counted, not hidden)
@@ -288,7 +294,7 @@ def bench_decoder(trials=41):
     gc.disable()
     try:
         a = gc.mem_alloc()
-        run()
+        feed_pass(dec, chunks)
         b = gc.mem_alloc()
     finally:
         gc.enable()
@@ -296,7 +302,7 @@ def bench_decoder(trials=41):
     locked = "ok"
     micropython.heap_lock()
     try:
-        run()
+        feed_pass(dec, chunks)
     except MemoryError as e:
         locked = "MemoryError: %s" % e
     finally:

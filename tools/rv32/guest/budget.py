@@ -45,32 +45,22 @@ def crc():
 
 
 def decoder():
-    from bench import Rand, build_mix, chunked
+    from bench import feed_pass, mix_reads
 
-    rnd = Rand(7)
-    frames, stream = build_mix(rnd, 60)
-    chunks = chunked(rnd, stream)
+    frames, stream, chunks = mix_reads()
     got = [0]
 
     def on_frame(ftype, payload, n):
         got[0] += 1
 
     dec = frame.Decoder(on_frame)
-
-    def one_pass():
-        now = 0
-        for ch in chunks:
-            dec.feed(ch, now)
-            now += 1
-        dec.idle(now + 100)
-
-    one_pass()
+    feed_pass(dec, chunks)
     per_pass = got[0]
     assert per_pass >= len(frames), "decoder lost frames on RV32: %d of %d" % (
         per_pass,
         len(frames),
     )
-    n, _ = _measure(one_pass)
+    n, _ = _measure(feed_pass, dec, chunks)
 
     # the harness itself: the same loop over the chunks with a decoder that does nothing
     class Null:
@@ -80,10 +70,7 @@ def decoder():
         def idle(self, now):
             pass
 
-    real = dec
-    dec = Null()
-    loop, _ = _measure(one_pass)
-    dec = real
+    loop, _ = _measure(feed_pass, Null(), chunks)
     return {
         "rx_insn_per_frame": (n - loop) / per_pass,
         "rx_insn_per_byte": (n - loop) / len(stream),
