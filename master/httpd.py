@@ -25,6 +25,7 @@ _LINGER_MAX = const(65536)
 _LINGER_MS = const(300)
 _RATE_CLIENTS = const(16)
 _STREAMING = const(2)  # conns record [3]: a streamed answer, its request slot given back
+_OUT = const(512)  # bytes of a JSON answer given to the socket at once (never built whole)
 _HAS_MEM_FREE = hasattr(gc, "mem_free")
 
 # Built once: the answer when the heap runs short, sent without allocating a new response.
@@ -319,6 +320,78 @@ def response_parts(status, payload=None, headers=None):
         ctype = "text/plain; charset=utf-8"
     else:
         content = json.dumps(payload).encode()
+    return _head(status, headers, ctype, len(content)), content
+
+
+def encode_response(status, payload=None, headers=None):
+    """Bytes of a whole response (tests and small answers)."""
+    head, content = response_parts(status, payload, headers)
+    return head + bytes(content)
+
+
+_OPEN = {dict: (b"{", b"}"), list: (b"[", b"]"), tuple: (b"[", b"]")}
+
+
+def json_pieces(obj):
+    """The bytes of json.dumps(obj) as a generator of small pieces (a container's brackets,
+    keys, separators and each scalar): a large answer (the menu) is never one string, so a
+    fragmented heap without one large free block still serves it."""
+    t = type(obj)
+    if t not in _OPEN:
+        yield json.dumps(obj).encode()
+        return
+    first = True
+    yield _OPEN[t][0]
+    if t is dict:
+        for k in obj:
+            if not first:
+                yield b", "
+            first = False
+            yield json.dumps(k if isinstance(k, str) else str(k)).encode()
+            yield b": "
+            yield from json_pieces(obj[k])
+    else:
+        for v in obj:
+            if not first:
+                yield b", "
+            first = False
+            yield from json_pieces(v)
+    yield _OPEN[t][1]
+
+
+def json_length(obj):
+    """Bytes of json.dumps(obj).encode(), counted piece by piece (for Content-Length)."""
+    n = 0
+    for p in json_pieces(obj):
+        n += len(p)
+    return n
+
+
+async def write_json(writer, obj, timeout_s, size=_OUT):
+    """Write obj's JSON to an asyncio writer through one buffer of `size` bytes, draining
+    (within `timeout_s`) each time it fills: at most that much is ever held for the socket."""
+    buf = bytearray(size)
+    mv = memoryview(buf)
+    n = 0
+    for p in json_pieces(obj):
+        k = len(p)
+        if n + k > size:
+            if n:
+                writer.write(mv[:n])
+                await asyncio.wait_for(writer.drain(), timeout_s)
+                n = 0
+            if k > size:  # a long scalar (a description): as it is
+                writer.write(p)
+                await asyncio.wait_for(writer.drain(), timeout_s)
+                continue
+        mv[n : n + k] = p
+        n += k
+    if n:
+        writer.write(mv[:n])
+    await asyncio.wait_for(writer.drain(), timeout_s)
+
+
+def _head(status, headers, ctype, length):
     out = ["HTTP/1.1 %d %s\r\n" % (status, REASONS.get(status, "Status"))]
     have_ctype = False
     if headers:
@@ -326,10 +399,10 @@ def response_parts(status, payload=None, headers=None):
             if k.lower() == "content-type":
                 have_ctype = True
             out.append("%s: %s\r\n" % (k, headers[k]))
-    if content and not have_ctype:
+    if length and not have_ctype:
         out.append("Content-Type: %s\r\n" % ctype)
-    out.append("Content-Length: %d\r\nConnection: close\r\n\r\n" % len(content))
-    return "".join(out).encode(), content
+    out.append("Content-Length: %d\r\nConnection: close\r\n\r\n" % length)
+    return "".join(out).encode()
 
 
 def encode_response(status, payload=None, headers=None):
@@ -384,12 +457,17 @@ class HttpServer:
 
     async def _send(self, writer, status, payload=None, headers=None):
         self.counts[status] = self.counts.get(status, 0) + 1
+        timeout_s = self.cfg["write_timeout_ms"] / 1000
+        if isinstance(payload, (dict, list, tuple)):  # JSON in pieces, its length counted first
+            writer.write(_head(status, headers, "application/json", json_length(payload)))
+            await write_json(writer, payload, timeout_s)
+            return
         head, content = response_parts(status, payload, headers)
         payload = None
         writer.write(head)
         if content:
             writer.write(content)
-        await asyncio.wait_for(writer.drain(), self.cfg["write_timeout_ms"] / 1000)
+        await asyncio.wait_for(writer.drain(), timeout_s)
 
     async def _read_head(self, reader):
         buf = b""
