@@ -129,25 +129,45 @@ _UNREAD = object()
 
 class Stream:
     """A route whose handler reads its own body as it arrives (`req.stream`), up to
-    `max_body` bytes, instead of the server reading it whole first (the OTA upload)."""
+    `max_body` bytes, instead of the server reading it whole first (the OTA upload). Its
+    read buffer is allocated here, with the routes at boot, before the heap fragments: a
+    fragmented small heap may have no free 1 KB block left by the time an upload comes."""
 
     def __init__(self, handler, max_body):
         self.handler = handler
         self.max_body = max_body
+        self.buf = bytearray(_READ * 2) if _MP else None
+        self.taken = False  # the buffer is lent to a BodyStream
 
 
 class BodyStream:
     """The body of a Stream route: `await read()` gives the next piece (b"" once all came);
     EOFError when the client stops early, asyncio.TimeoutError after `idle_ms` without data."""
 
-    def __init__(self, reader, rest, length, idle_ms):
+    def __init__(self, reader, rest, length, idle_ms, route=None):
         self.reader = reader
         self.rest = rest[:length]
         self.left = length
         self.idle_ms = idle_ms
         # MicroPython: one buffer for the whole body (a fresh 1 KB piece per read fragments a
-        # small heap until a read fails); a piece is valid until the next read
-        self.buf = bytearray(_READ * 2) if hasattr(reader, "readinto") else None
+        # small heap until a read fails), the route's own when it is free (give it back with
+        # close()); a piece is valid until the next read
+        self.route = None
+        self.buf = None
+        if hasattr(reader, "readinto"):
+            if route is not None and route.buf is not None and not route.taken:
+                route.taken = True
+                self.route = route
+                self.buf = route.buf
+            else:
+                self.buf = bytearray(_READ * 2)
+
+    def close(self):
+        """Give the route's buffer back (the server calls it once the handler returned)."""
+        if self.route is not None:
+            self.route.taken = False
+            self.route = None
+        self.buf = None
 
     async def read(self):
         if self.rest:
@@ -367,10 +387,15 @@ def json_length(obj):
     return n
 
 
-async def write_json(writer, obj, timeout_s, size=_OUT):
-    """Write obj's JSON to an asyncio writer through one buffer of `size` bytes, draining
-    (within `timeout_s`) each time it fills: at most that much is ever held for the socket."""
-    buf = bytearray(size)
+async def write_json(writer, obj, timeout_s, buf=None):
+    """Write obj's JSON to an asyncio writer through one buffer (`buf`, else a new one of _OUT
+    bytes), draining (within `timeout_s`) each time it fills: at most that much is ever held
+    for the socket. MicroPython's writer copies what the socket did not take before write()
+    returns, so one buffer serves every connection (HttpServer.out); CPython's may keep a view
+    of it, so there each answer gets its own."""
+    if buf is None:
+        buf = bytearray(_OUT)
+    size = len(buf)
     mv = memoryview(buf)
     n = 0
     for p in json_pieces(obj):
@@ -436,6 +461,9 @@ class HttpServer:
         self.streams = 0  # streamed answers being written now (not in `active`)
         self.port = None
         self.srv = None
+        # the buffer every JSON answer goes through (write_json), taken at boot before the
+        # heap fragments: a small heap may later have no free 512-byte block
+        self.out = bytearray(_OUT) if _MP else None
 
     def stats(self):
         return {
@@ -460,7 +488,7 @@ class HttpServer:
         timeout_s = self.cfg["write_timeout_ms"] / 1000
         if isinstance(payload, (dict, list, tuple)):  # JSON in pieces, its length counted first
             writer.write(_head(status, headers, "application/json", json_length(payload)))
-            await write_json(writer, payload, timeout_s)
+            await write_json(writer, payload, timeout_s, self.out)
             return
         head, content = response_parts(status, payload, headers)
         payload = None
@@ -580,7 +608,7 @@ class HttpServer:
             if headers.get("expect", "").lower() == "100-continue":
                 writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
                 await asyncio.wait_for(writer.drain(), cfg["write_timeout_ms"] / 1000)
-            req.stream = BodyStream(reader, rest, n, cfg["body_timeout_ms"])
+            req.stream = BodyStream(reader, rest, n, cfg["body_timeout_ms"], handler)
             rec[2] = None  # a long upload is not a slow client: never reclaimed
             handler = handler.handler
         elif n:
@@ -605,6 +633,9 @@ class HttpServer:
             _print_exc(e)
             await self._send(writer, 500, {"error": "internal error: %r" % e})
             return
+        finally:
+            if stream:
+                req.stream.close()
         status, payload = result[0], result[1]
         extra = result[2] if len(result) > 2 else None
         if hasattr(payload, "write_to"):

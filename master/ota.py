@@ -322,7 +322,7 @@ class Receiver:
             raise OtaError(403, "this master has no update key (config.json ota.key)")
         if not same(hmac_sha256(self.key, self.manifest), self.head[8:]):
             raise OtaError(403, "bundle: the manifest's signature does not match the update key")
-        version, files = parse_manifest(bytes(self.manifest))
+        version, files = parse_manifest(self.manifest)  # jsonread reads its own copy
         size = HEAD + len(self.manifest)
         for f in files:
             size += f[1]

@@ -296,10 +296,16 @@ class Console:
         if name == "started":
             heap = ""
             if ev.get("heap"):
-                heap = ", heap %.1f KB: %.1f KB for data + %.1f KB of loaded code" % (
-                    ev["heap"] / 1024.0,
-                    (ev["heap"] - ev["code"]) / 1024.0,
-                    ev["code"] / 1024.0,
+                data = ev.get("data") or ev["heap"] - ev["code"]
+                heap = (
+                    ", heap %.1f KB: %.1f KB for data + %.1f KB of loaded code + %.1f KB"
+                    % (
+                        ev["heap"] / 1024.0,
+                        data / 1024.0,
+                        ev["code"] / 1024.0,
+                        (ev["heap"] - data - ev["code"]) / 1024.0,
+                    )
+                    + " of GC tables and rounding"
                 )
             return "%s process started (pid %s%s)" % (src, ev.get("pid"), heap)
         if name == "reboot":

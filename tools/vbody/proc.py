@@ -87,7 +87,7 @@ class BoardProc:
             proc = self.proc
         ev = {"event": "started", "pid": proc.pid, "boot": self.boots}
         if launch_.heap:
-            ev.update(heap=launch_.heap, code=launch_.code)
+            ev.update(heap=launch_.heap, code=launch_.code, data=launch_.data)
         self._emit(ev)
         threading.Thread(target=self._read_stdout, args=(proc,), daemon=True).start()
         threading.Thread(target=self._read_stderr, args=(proc,), daemon=True).start()
