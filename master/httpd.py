@@ -569,6 +569,7 @@ class HttpServer:
                 {"Retry-After": str(wait)},
             )
         method, path, query, headers = parse_head(head)
+        head = None  # not kept for the handler's time (an upload lasts seconds)
         cl = headers.get("content-length")
         origin = headers.get("origin")
         if origin is not None and not self._origin_ok(origin):

@@ -59,9 +59,17 @@ def routes(svc):
             svc.ended(rx, e)
             raise httpd.HttpError(e.status, e.reason)
         except MemoryError:  # said in GET /ota too: what the update lacked (docs/master.md)
-            why = "the master is short of memory for the update after %d bytes (%s)" % (
+            rx.manifest = None
+            gc.collect()
+            free = gc.mem_free() if hasattr(gc, "mem_free") else -1
+            if rx.files is None:
+                what = "reading its manifest of %d bytes" % rx.manifest_len
+            else:
+                what = "its files"
+            why = "the master is short of memory for the update after %d bytes: %s (%d free)" % (
                 rx.total,
-                "its manifest" if rx.files is None else "its files",
+                what,
+                free,
             )
             svc.ended(rx, ota.OtaError(503, why))
             raise httpd.HttpError(503, why, {"Retry-After": "1"})

@@ -2,9 +2,9 @@
 #
 # `--heap N` gives a board N bytes for data beside its code (docs/sim.md): every module the role
 # installs, and the simulated machine module, is imported before main.py and counted as code.
-# At 64 KB the master serves the tour (menu, plans, status) with both organs on; an update then
-# needs one free block of its manifest's size, which a 64 KB heap fragmented by plans no longer
-# has (docs/master.md, "The master's heap"), so the upload figure is taken at 96 KB.
+# At 64 KB the master serves the tour (menu, plans, status) with both organs on and takes an
+# update alone; with plans and an update at once it meets a 503 now and then (72 KB: never),
+# which tools/bench_ota.py measures and tools/sim.py says in one line (docs/master.md).
 import os
 import time
 
@@ -13,7 +13,7 @@ from deploy import ota as tool
 
 KEY = "5a" * 32
 TOKEN = "heap-token"
-HEAP = "96k"  # the upload figure's heap (see above)
+HEAP = "64k"
 ALL = ["announce", "chime", "led_blink", "led_off", "led_on", "speak"]
 
 
@@ -55,11 +55,9 @@ def test_the_whole_body_at_64k_serves_the_tour_and_an_update_is_taken_or_refused
         assert vb.wait_menu(ALL, 30, exact=True) == ALL, "menu at 64 KB: %s" % (
             vb.menu_refusal or vb.failure()
         )
-        for action, params in (("led_on", {}), ("led_blink", {"count": 2, "period_ms": 100})):
-            status, rep = vb.plan(one_step(action, **params))
+        for action in ("led_on", "chime"):
+            status, rep = vb.plan(one_step(action))
             assert status == 200 and rep["ok"], (action, status, rep)
-        status, rep = vb.plan(one_step("chime"))
-        assert status == 200 and rep["ok"], (status, rep)
         status, doc = vb.request("GET", "/status")
         online = [p for p in doc.get("ports", ()) if p.get("online")]
         assert status == 200 and len(online) == 2, (status, doc)
@@ -103,3 +101,15 @@ def test_heap_during_an_upload_stays_within_8k_of_idle(tmp_path):
         assert during - idle <= 8192, "the upload took %d bytes above idle" % (during - idle)
     finally:
         vb.stop()
+
+
+def test_the_simulator_says_in_one_line_what_the_master_needs():
+    from vbody import launch
+
+    note = launch.heap_note("master", "64k")
+    assert note and "72 KB for data" in note and "\n" not in note, note
+    assert launch.heap_note("master", "72k") is None and launch.heap_note("led", "64k") is None
+    for code in (1, 4096, 250000, 262144):  # the code, its GC tables (3 bits a 16-byte block)
+        share = launch.code_share(code)
+        need = code + code * 3 / 128
+        assert share % 4096 == 0 and need <= share < need + 4096, (code, share)
