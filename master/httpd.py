@@ -25,6 +25,7 @@ _LINGER_MAX = const(65536)
 _LINGER_MS = const(300)
 _RATE_CLIENTS = const(16)
 _STREAMING = const(2)  # conns record [3]: a streamed answer, its request slot given back
+_OUT = const(512)  # bytes of a JSON answer given to the socket at once (never built whole)
 _HAS_MEM_FREE = hasattr(gc, "mem_free")
 
 # Built once: the answer when the heap runs short, sent without allocating a new response.
@@ -128,25 +129,45 @@ _UNREAD = object()
 
 class Stream:
     """A route whose handler reads its own body as it arrives (`req.stream`), up to
-    `max_body` bytes, instead of the server reading it whole first (the OTA upload)."""
+    `max_body` bytes, instead of the server reading it whole first (the OTA upload). Its
+    read buffer is allocated here, with the routes at boot, before the heap fragments: a
+    fragmented small heap may have no free 1 KB block left by the time an upload comes."""
 
     def __init__(self, handler, max_body):
         self.handler = handler
         self.max_body = max_body
+        self.buf = bytearray(_READ * 2) if _MP else None
+        self.taken = False  # the buffer is lent to a BodyStream
 
 
 class BodyStream:
     """The body of a Stream route: `await read()` gives the next piece (b"" once all came);
     EOFError when the client stops early, asyncio.TimeoutError after `idle_ms` without data."""
 
-    def __init__(self, reader, rest, length, idle_ms):
+    def __init__(self, reader, rest, length, idle_ms, route=None):
         self.reader = reader
         self.rest = rest[:length]
         self.left = length
         self.idle_ms = idle_ms
         # MicroPython: one buffer for the whole body (a fresh 1 KB piece per read fragments a
-        # small heap until a read fails); a piece is valid until the next read
-        self.buf = bytearray(_READ * 2) if hasattr(reader, "readinto") else None
+        # small heap until a read fails), the route's own when it is free (give it back with
+        # close()); a piece is valid until the next read
+        self.route = None
+        self.buf = None
+        if hasattr(reader, "readinto"):
+            if route is not None and route.buf is not None and not route.taken:
+                route.taken = True
+                self.route = route
+                self.buf = route.buf
+            else:
+                self.buf = bytearray(_READ * 2)
+
+    def close(self):
+        """Give the route's buffer back (the server calls it once the handler returned)."""
+        if self.route is not None:
+            self.route.taken = False
+            self.route = None
+        self.buf = None
 
     async def read(self):
         if self.rest:
@@ -319,6 +340,83 @@ def response_parts(status, payload=None, headers=None):
         ctype = "text/plain; charset=utf-8"
     else:
         content = json.dumps(payload).encode()
+    return _head(status, headers, ctype, len(content)), content
+
+
+def encode_response(status, payload=None, headers=None):
+    """Bytes of a whole response (tests and small answers)."""
+    head, content = response_parts(status, payload, headers)
+    return head + bytes(content)
+
+
+_OPEN = {dict: (b"{", b"}"), list: (b"[", b"]"), tuple: (b"[", b"]")}
+
+
+def json_pieces(obj):
+    """The bytes of json.dumps(obj) as a generator of small pieces (a container's brackets,
+    keys, separators and each scalar): a large answer (the menu) is never one string, so a
+    fragmented heap without one large free block still serves it."""
+    t = type(obj)
+    if t not in _OPEN:
+        yield json.dumps(obj).encode()
+        return
+    first = True
+    yield _OPEN[t][0]
+    if t is dict:
+        for k in obj:
+            if not first:
+                yield b", "
+            first = False
+            yield json.dumps(k if isinstance(k, str) else str(k)).encode()
+            yield b": "
+            yield from json_pieces(obj[k])
+    else:
+        for v in obj:
+            if not first:
+                yield b", "
+            first = False
+            yield from json_pieces(v)
+    yield _OPEN[t][1]
+
+
+def json_length(obj):
+    """Bytes of json.dumps(obj).encode(), counted piece by piece (for Content-Length)."""
+    n = 0
+    for p in json_pieces(obj):
+        n += len(p)
+    return n
+
+
+async def write_json(writer, obj, timeout_s, buf=None):
+    """Write obj's JSON to an asyncio writer through one buffer (`buf`, else a new one of _OUT
+    bytes), draining (within `timeout_s`) each time it fills: at most that much is ever held
+    for the socket. MicroPython's writer copies what the socket did not take before write()
+    returns, so one buffer serves every connection (HttpServer.out); CPython's may keep a view
+    of it, so there each answer gets its own."""
+    if buf is None:
+        buf = bytearray(_OUT)
+    size = len(buf)
+    mv = memoryview(buf)
+    n = 0
+    for p in json_pieces(obj):
+        k = len(p)
+        if n + k > size:
+            if n:
+                writer.write(mv[:n])
+                await asyncio.wait_for(writer.drain(), timeout_s)
+                n = 0
+            if k > size:  # a long scalar (a description): as it is
+                writer.write(p)
+                await asyncio.wait_for(writer.drain(), timeout_s)
+                continue
+        mv[n : n + k] = p
+        n += k
+    if n:
+        writer.write(mv[:n])
+    await asyncio.wait_for(writer.drain(), timeout_s)
+
+
+def _head(status, headers, ctype, length):
     out = ["HTTP/1.1 %d %s\r\n" % (status, REASONS.get(status, "Status"))]
     have_ctype = False
     if headers:
@@ -326,10 +424,10 @@ def response_parts(status, payload=None, headers=None):
             if k.lower() == "content-type":
                 have_ctype = True
             out.append("%s: %s\r\n" % (k, headers[k]))
-    if content and not have_ctype:
+    if length and not have_ctype:
         out.append("Content-Type: %s\r\n" % ctype)
-    out.append("Content-Length: %d\r\nConnection: close\r\n\r\n" % len(content))
-    return "".join(out).encode(), content
+    out.append("Content-Length: %d\r\nConnection: close\r\n\r\n" % length)
+    return "".join(out).encode()
 
 
 def encode_response(status, payload=None, headers=None):
@@ -363,6 +461,9 @@ class HttpServer:
         self.streams = 0  # streamed answers being written now (not in `active`)
         self.port = None
         self.srv = None
+        # the buffer every JSON answer goes through (write_json), taken at boot before the
+        # heap fragments: a small heap may later have no free 512-byte block
+        self.out = bytearray(_OUT) if _MP else None
 
     def stats(self):
         return {
@@ -384,12 +485,17 @@ class HttpServer:
 
     async def _send(self, writer, status, payload=None, headers=None):
         self.counts[status] = self.counts.get(status, 0) + 1
+        timeout_s = self.cfg["write_timeout_ms"] / 1000
+        if isinstance(payload, (dict, list, tuple)):  # JSON in pieces, its length counted first
+            writer.write(_head(status, headers, "application/json", json_length(payload)))
+            await write_json(writer, payload, timeout_s, self.out)
+            return
         head, content = response_parts(status, payload, headers)
         payload = None
         writer.write(head)
         if content:
             writer.write(content)
-        await asyncio.wait_for(writer.drain(), self.cfg["write_timeout_ms"] / 1000)
+        await asyncio.wait_for(writer.drain(), timeout_s)
 
     async def _read_head(self, reader):
         buf = b""
@@ -463,6 +569,7 @@ class HttpServer:
                 {"Retry-After": str(wait)},
             )
         method, path, query, headers = parse_head(head)
+        head = None  # not kept for the handler's time (an upload lasts seconds)
         cl = headers.get("content-length")
         origin = headers.get("origin")
         if origin is not None and not self._origin_ok(origin):
@@ -502,7 +609,7 @@ class HttpServer:
             if headers.get("expect", "").lower() == "100-continue":
                 writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
                 await asyncio.wait_for(writer.drain(), cfg["write_timeout_ms"] / 1000)
-            req.stream = BodyStream(reader, rest, n, cfg["body_timeout_ms"])
+            req.stream = BodyStream(reader, rest, n, cfg["body_timeout_ms"], handler)
             rec[2] = None  # a long upload is not a slow client: never reclaimed
             handler = handler.handler
         elif n:
@@ -527,6 +634,9 @@ class HttpServer:
             _print_exc(e)
             await self._send(writer, 500, {"error": "internal error: %r" % e})
             return
+        finally:
+            if stream:
+                req.stream.close()
         status, payload = result[0], result[1]
         extra = result[2] if len(result) > 2 else None
         if hasattr(payload, "write_to"):

@@ -48,8 +48,9 @@ class OtaError(Exception):
         self.reason = reason
 
 
-def hmac_sha256(key, msg):
-    """HMAC-SHA256 (RFC 2104) with hashlib alone: MicroPython has no hmac module."""
+def hmac_start(key):
+    """(inner hash, outer pad) of HMAC-SHA256 (RFC 2104): update the inner hash with the
+    message as it comes, then `hmac_end`. hashlib alone: MicroPython has no hmac module."""
     if len(key) > _BLOCK:
         key = hashlib.sha256(key).digest()
     k = bytearray(_BLOCK)
@@ -59,11 +60,20 @@ def hmac_sha256(key, msg):
     for i in range(_BLOCK):
         inner[i] = k[i] ^ 0x36
         outer[i] = k[i] ^ 0x5C
-    h = hashlib.sha256(inner)
-    h.update(msg)
+    return hashlib.sha256(inner), outer
+
+
+def hmac_end(inner, outer):
     o = hashlib.sha256(outer)
-    o.update(h.digest())
+    o.update(inner.digest())
     return o.digest()
+
+
+def hmac_sha256(key, msg):
+    """HMAC-SHA256 of a whole message."""
+    h, outer = hmac_start(key)
+    h.update(msg)
+    return hmac_end(h, outer)
 
 
 def same(a, b):
@@ -110,11 +120,18 @@ def check_path(p):
 
 
 def parse_manifest(raw):
-    """(version, [(path, size, digest bytes)]) of a signed manifest; raises OtaError(400)."""
+    """(version, [(path, size, digest bytes)]) of a signed manifest's bytes; raises
+    OtaError(400)."""
     try:
         doc, dups = jsonread.read(raw)
     except jsonread.JsonError as e:
         raise OtaError(400, "manifest: not JSON: %s" % e.msg)
+    return manifest_of(doc, dups)
+
+
+def manifest_of(doc, dups=()):
+    """(version, [(path, size, digest bytes)]) of a manifest read as JSON (`dups`: its
+    duplicate keys, (path, key)); raises OtaError(400)."""
     if dups:
         raise OtaError(400, "manifest: duplicate key %r" % (dups[0][1],))
     if not isinstance(doc, dict):
@@ -147,6 +164,230 @@ def parse_manifest(raw):
             raise OtaError(400, "manifest: %s: sha256 must be 64 hex digits" % p)
         out.append((p, size, d))
     return version, out
+
+
+_MAX_TOKEN = const(128)  # bytes of one string or number in a manifest (a path is 96 at most)
+_MAX_NEST = const(8)
+# what the reader expects next
+_VALUE = const(0)
+_VALUE_OR_END = const(1)  # after "["
+_KEY_OR_END = const(2)  # after "{"
+_KEY = const(3)  # after "," in an object
+_COLON = const(4)
+_NEXT = const(5)  # "," or the end of the open container
+_DONE = const(6)
+# inside a token
+_OUT = const(0)
+_STR = const(1)
+_ESCAPE = const(2)
+_UHEX = const(3)
+_ATOM = const(4)  # a number or true/false/null
+_ESCAPES = {0x22: 0x22, 0x5C: 0x5C, 0x2F: 0x2F, 0x62: 8, 0x66: 12, 0x6E: 10, 0x72: 13, 0x74: 9}
+_ATOM_BYTES = b"0123456789+-.eEtrufalsn"
+
+
+class ManifestReader:
+    """A manifest's JSON read as its bytes arrive (`feed`, then `finish()` -> (doc, dups)),
+    so no buffer of the manifest's size is ever needed: only its values, built from pieces
+    of at most 128 bytes (a small heap has no large free block once it has run a while). The
+    first error is kept (`error`) and ends the reading; the caller says it after the
+    signature's check, which comes first. Strings, numbers, true/false/null, objects
+    (duplicate keys listed, the last kept) and arrays, nested 8 deep at most, as RFC 8259."""
+
+    def __init__(self):
+        self.tok = bytearray(_MAX_TOKEN)
+        self.n = 0
+        self.mode = _OUT
+        self.expect = _VALUE
+        self.stack = []  # [container, its pending key], innermost last
+        self.key = False  # the string being read is a key
+        self.u = 0  # the \u escape's code point so far, and its digits
+        self.ud = 0
+        self.doc = None
+        self.dups = []
+        self.error = None
+        self.at = 0  # bytes read
+
+    def _fail(self, why):
+        if self.error is None:
+            self.error = "%s at byte %d" % (why, self.at)
+
+    def feed(self, data):
+        for c in data:
+            if self.error is not None:
+                return
+            if self.mode == _ATOM:
+                if c in _ATOM_BYTES:
+                    self._put(c)
+                    self.at += 1
+                    continue
+                self._atom()
+                if self.error is not None:
+                    return
+            if self.mode == _OUT:
+                self._structure(c)
+            elif self.mode == _STR:
+                if c == 0x22:
+                    self._string()
+                elif c == 0x5C:
+                    self.mode = _ESCAPE
+                elif c < 0x20:
+                    self._fail("a control character in a string")
+                else:
+                    self._put(c)
+            elif self.mode == _ESCAPE:
+                if c == 0x75:
+                    self.mode = _UHEX
+                    self.u = self.ud = 0
+                elif c in _ESCAPES:
+                    self._put(_ESCAPES[c])
+                    self.mode = _STR
+                else:
+                    self._fail("a bad escape")
+            else:  # _UHEX
+                d = _hexval(c)
+                if d < 0:
+                    self._fail("a bad \\u escape")
+                else:
+                    self.u = self.u * 16 + d
+                    self.ud += 1
+                    if self.ud == 4:
+                        if 0xD800 <= self.u < 0xE000:
+                            self._fail("a \\u escape of a surrogate")
+                        else:
+                            for b in chr(self.u).encode():
+                                self._put(b)
+                        self.mode = _STR
+            self.at += 1
+
+    def finish(self):
+        """(doc, dups) once every byte came; raises ValueError with the first error."""
+        if self.mode == _ATOM and self.error is None:
+            self._atom()
+        if self.error is None and (self.mode != _OUT or self.expect != _DONE):
+            self._fail("the manifest ends inside its value")
+        if self.error is not None:
+            raise ValueError(self.error)
+        return self.doc, self.dups
+
+    def _put(self, b):
+        if self.n >= _MAX_TOKEN:
+            self._fail("a string or number longer than %d bytes" % _MAX_TOKEN)
+            return
+        self.tok[self.n] = b
+        self.n += 1
+
+    def _structure(self, c):
+        e = self.expect
+        if c in b" \t\n\r":
+            return
+        if e == _DONE:
+            self._fail("data after the manifest's value")
+        elif e == _VALUE or e == _VALUE_OR_END:
+            if c == 0x7B or c == 0x5B:  # { [
+                if len(self.stack) >= _MAX_NEST:
+                    self._fail("nested deeper than %d" % _MAX_NEST)
+                    return
+                self.stack.append([{} if c == 0x7B else [], None])
+                self.expect = _KEY_OR_END if c == 0x7B else _VALUE_OR_END
+            elif c == 0x5D and e == _VALUE_OR_END:  # ]
+                self._value(self.stack.pop()[0])
+            elif c == 0x22:
+                self.key = False
+                self.mode = _STR
+                self.n = 0
+            elif c in _ATOM_BYTES:
+                self.mode = _ATOM
+                self.n = 0
+                self._put(c)
+            else:
+                self._fail("%r where a value belongs" % chr(c))
+        elif e == _KEY_OR_END or e == _KEY:
+            if c == 0x22:
+                self.key = True
+                self.mode = _STR
+                self.n = 0
+            elif c == 0x7D and e == _KEY_OR_END:  # }
+                self._value(self.stack.pop()[0])
+            else:
+                self._fail("%r where a key belongs" % chr(c))
+        elif e == _COLON:
+            if c == 0x3A:
+                self.expect = _VALUE
+            else:
+                self._fail("%r where a colon belongs" % chr(c))
+        else:  # _NEXT
+            top = self.stack[-1][0]
+            is_obj = isinstance(top, dict)
+            if c == 0x2C:
+                self.expect = _KEY if is_obj else _VALUE
+            elif (c == 0x7D and is_obj) or (c == 0x5D and not is_obj):
+                self._value(self.stack.pop()[0])
+            else:
+                self._fail("%r where a comma or the end belongs" % chr(c))
+
+    def _string(self):
+        self.mode = _OUT
+        try:
+            s = bytes(self.tok[: self.n]).decode()
+        except UnicodeError:
+            self._fail("a string that is not UTF-8")
+            return
+        if self.key:
+            top = self.stack[-1]
+            if s in top[0]:
+                self.dups.append((len(self.stack), s))
+            top[1] = s
+            self.expect = _COLON
+        else:
+            self._value(s)
+
+    def _atom(self):
+        self.mode = _OUT
+        t = bytes(self.tok[: self.n])
+        if t == b"true":
+            self._value(True)
+        elif t == b"false":
+            self._value(False)
+        elif t == b"null":
+            self._value(None)
+        elif _is_int(t):
+            self._value(int(t))
+        else:
+            self._fail("%r is not a number this manifest takes" % t.decode())
+
+    def _value(self, v):
+        if not self.stack:
+            self.doc = v
+            self.expect = _DONE
+            return
+        top = self.stack[-1]
+        if isinstance(top[0], dict):
+            top[0][top[1]] = v
+        else:
+            top[0].append(v)
+        self.expect = _NEXT
+
+
+def _hexval(c):
+    if 0x30 <= c <= 0x39:
+        return c - 0x30
+    if 0x61 <= c <= 0x66:
+        return c - 0x57
+    if 0x41 <= c <= 0x46:
+        return c - 0x37
+    return -1
+
+
+def _is_int(t):
+    # JSON's integer: -?(0|[1-9][0-9]*); a manifest holds no other number
+    d = t[1:] if t[:1] == b"-" else t
+    if not d or (len(d) > 1 and d[0] == 0x30) or len(d) > 20:
+        return False
+    for c in d:
+        if not 0x30 <= c <= 0x39:
+            return False
+    return True
 
 
 # -- the flash --------------------------------------------------------------------------------
@@ -262,7 +503,9 @@ class Receiver:
         self.max_manifest = max_manifest
         self.free = free  # free flash bytes, or None
         self.head = bytearray(HEAD)
-        self.manifest = None
+        self.manifest = None  # the ManifestReader while the manifest arrives
+        self.manifest_len = 0
+        self.mac = None  # (inner hash, outer pad) of the manifest's HMAC, taken as it arrives
         self.got = 0  # bytes of the current part
         self.total = 0  # bytes fed
         self.version = None
@@ -286,11 +529,13 @@ class Receiver:
                 if self.got == HEAD:
                     self._start_manifest()
             elif self.files is None:
-                take = min(len(self.manifest) - self.got, n - i)
-                self.manifest[self.got : self.got + take] = mv[i : i + take]
+                take = min(self.manifest_len - self.got, n - i)
+                part = mv[i : i + take]
+                self.mac[0].update(part)
+                self.manifest.feed(part)
                 self.got += take
                 i += take
-                if self.got == len(self.manifest):
+                if self.got == self.manifest_len:
                     self._check_manifest()
             elif self.index < len(self.files):
                 path, size, digest = self.files[self.index]
@@ -314,16 +559,25 @@ class Receiver:
             raise OtaError(
                 413, "bundle: manifest of %d bytes, the limit is %d" % (m, self.max_manifest)
             )
-        self.manifest = bytearray(m)
+        self.manifest_len = m
+        # read and signed as it arrives: the manifest is never held whole (docs/master.md)
+        self.manifest = ManifestReader()
+        self.mac = hmac_start(self.key) if self.key is not None else (hashlib.sha256(), None)
         self.got = 0
 
     def _check_manifest(self):
         if self.key is None:
             raise OtaError(403, "this master has no update key (config.json ota.key)")
-        if not same(hmac_sha256(self.key, self.manifest), self.head[8:]):
+        if not same(hmac_end(*self.mac), self.head[8:]):
             raise OtaError(403, "bundle: the manifest's signature does not match the update key")
-        version, files = parse_manifest(bytes(self.manifest))
-        size = HEAD + len(self.manifest)
+        try:
+            doc, dups = self.manifest.finish()
+        except ValueError as e:
+            raise OtaError(400, "manifest: not JSON: %s" % e)
+        self.manifest = self.mac = None
+        version, files = manifest_of(doc, dups)
+        doc = None
+        size = HEAD + self.manifest_len
         for f in files:
             size += f[1]
         if self.length is not None and size != self.length:

@@ -58,6 +58,21 @@ def routes(svc):
         except ota.OtaError as e:
             svc.ended(rx, e)
             raise httpd.HttpError(e.status, e.reason)
+        except MemoryError:  # said in GET /ota too: what the update lacked (docs/master.md)
+            rx.manifest = None
+            gc.collect()
+            free = gc.mem_free() if hasattr(gc, "mem_free") else -1
+            if rx.files is None:
+                what = "reading its manifest of %d bytes" % rx.manifest_len
+            else:
+                what = "its files"
+            why = "the master is short of memory for the update after %d bytes: %s (%d free)" % (
+                rx.total,
+                what,
+                free,
+            )
+            svc.ended(rx, ota.OtaError(503, why))
+            raise httpd.HttpError(503, why, {"Retry-After": "1"})
         except (EOFError, OSError, asyncio.TimeoutError) as e:
             why = "upload cut after %d bytes (%s)" % (rx.total, type(e).__name__)
             svc.ended(rx, ota.OtaError(400, why))

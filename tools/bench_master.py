@@ -419,16 +419,20 @@ def _heap_64k():
     # frozen in flash. So: measure the code, then give the port 64 KB on top of it.
     import tempfile
 
+    from vbody import launch
+
     with tempfile.TemporaryDirectory() as tmp:
         mpy = _precompiled(tmp)
         free = _unix_port("lifecycle", mpy=mpy)
         if "error" in free:
             return free
         code = free["code_heap_bytes"]
-        heap = 65536 + ((code + 4095) // 4096) * 4096
+        heap = 65536 + launch.code_share(code)  # as tools/sim.py --heap 64k (docs/sim.md)
         tight = _unix_port("lifecycle", heapsize=str(heap), mpy=mpy)
     tight["heapsize"] = heap
-    tight["heapsize_note"] = "64 KB plus the loaded code (%d bytes on the 64-bit unix port)" % code
+    tight["heapsize_note"] = (
+        "64 KB plus the loaded code (%d bytes on the 64-bit unix port) and its GC tables" % code
+    )
     return tight
 
 

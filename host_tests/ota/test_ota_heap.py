@@ -1,52 +1,115 @@
-# The master's heap while an update streams in, on the unix port (printed; within 8 KB of idle).
+# The master's heap in the virtual body: the whole body at 64 KB for data, and an update streaming in (printed; within 8 KB of idle).
 #
-# At 80 KB for data, not the 64 KB: at 64 to 72 KB this tree's master, OTA or not, is
-# too fragmented for a 513-byte request read or the 1 KB manifest now and then (503; with both
-# organs on it answers GET /menu 503 at 64 KB without any update).
+# `--heap N` gives a board N bytes for data beside its code (docs/sim.md): every module the role
+# installs, and the simulated machine module, is imported before main.py and counted as code.
+# At 64 KB the master serves the tour (menu, plans, status) with both organs on and takes an
+# update alone; with plans and an update at once it meets a 503 now and then (80 KB: never),
+# which tools/bench_ota.py measures and tools/sim.py says in one line (docs/master.md).
 import os
 import time
 
-from e2e_support import VirtualBody
+from e2e_support import VirtualBody, one_step
 from deploy import ota as tool
 
 KEY = "5a" * 32
 TOKEN = "heap-token"
-HEAP = "80k"
+HEAP = "64k"
+ALL = ["announce", "chime", "led_blink", "led_off", "led_on", "speak"]
 
 
 def _peak(vb, t0, t1):
     return max(
-        [e["alloc"] for e in vb.events if e.get("event") == "heap" and t0 <= e["t"] <= t1] or [0]
+        [
+            e["alloc"]
+            for e in vb.events
+            if e.get("event") == "heap" and e.get("src") == "master" and t0 <= e["t"] <= t1
+        ]
+        or [0]
     )
 
 
-def test_heap_during_an_upload_stays_within_8k_of_idle(tmp_path):
-    vb = VirtualBody(
+def _refused_bundle():
+    # 256 KB through the whole path, refused only at its last file's hash (no reset)
+    files = [("master/pad%d.bin" % i, os.urandom(32768)) for i in range(8)]
+    data = bytearray(tool.bundle(bytes.fromhex(KEY), files, "heap"))
+    data[-1] ^= 1
+    return bytes(data)
+
+
+def _body(tmp_path, heap):
+    return VirtualBody(
         out_dir=str(tmp_path),
-        heap=HEAP,
+        heap=heap,
         heap_report_ms=100,
-        organs=(),  # the master alone: at 64 KB its menu of both organs is short of heap already
         master_config={"http": {"token": TOKEN}, "ota": {"key": KEY}},
     ).start()
+
+
+def test_the_whole_body_at_64k_serves_the_tour_and_an_update_is_taken_or_refused_whole(tmp_path):
+    vb = _body(tmp_path, "64k")
     try:
         assert vb.wait_http(30), "master HTTP never came up: %s" % vb.failure()
+        started = [e for e in vb.events if e.get("event") == "started"]
+        assert {e["src"] for e in started} == {"master", "led", "speaker"}, started
+        assert all(e["data"] == 65536 and e["heap"] > e["code"] + 65536 for e in started), started
+        assert vb.wait_menu(ALL, 30, exact=True) == ALL, "menu at 64 KB: %s" % (
+            vb.menu_refusal or vb.failure()
+        )
+        for action in ("led_on", "chime"):
+            status, rep = vb.plan(one_step(action))
+            assert status == 200 and rep["ok"], (action, status, rep)
+        status, doc = vb.request("GET", "/status")
+        online = [p for p in doc.get("ports", ()) if p.get("online")]
+        assert status == 200 and len(online) == 2, (status, doc)
+        status, answer = tool.Master("http://%s:%d" % vb.http, TOKEN).push(_refused_bundle())
+        # read whole and refused at the last hash, or refused at once for want of heap, with
+        # the reason; either way the running code goes on
+        if status == 503:
+            assert "short of memory for the update" in answer["error"], answer
+            assert "short of memory" in vb.request("GET", "/ota")[1]["result"]["reason"]
+        else:
+            assert status == 422 and "master/pad7.bin" in answer["error"], (status, answer)
+        status, rep = vb.plan(one_step("led_off"))
+        assert status == 200 and rep["ok"], (status, rep)
+        assert vb.failure() is None, vb.failure()
+    finally:
+        vb.stop()
+
+
+def test_heap_during_an_upload_stays_within_8k_of_idle(tmp_path):
+    vb = _body(tmp_path, HEAP)
+    try:
+        assert vb.wait_http(30), "master HTTP never came up: %s" % vb.failure()
+        assert vb.wait_menu(ALL, 30) is not None, "organs never on the menu: %s" % vb.failure()
+        assert vb.plan(one_step("led_on"))[0] == 200
         t_idle = time.monotonic()
         time.sleep(2.0)
         t_up = time.monotonic()
-        # 256 KB through the whole path, refused only at its last file's hash (no reset)
-        files = [("master/pad%d.bin" % i, os.urandom(32768)) for i in range(8)]
-        data = bytearray(tool.bundle(bytes.fromhex(KEY), files, "heap"))
-        data[-1] ^= 1
-        status, answer = tool.Master("http://%s:%d" % vb.http, TOKEN).push(bytes(data))
+        data = _refused_bundle()
+        status, answer = tool.Master("http://%s:%d" % vb.http, TOKEN).push(
+            data, lambda sent, total: time.sleep(0.002), chunk=2048
+        )
         time.sleep(0.3)
         t_end = time.monotonic()
         assert status == 422 and "master/pad7.bin" in answer["error"], (status, answer)
         idle, during = _peak(vb, t_idle, t_up), _peak(vb, t_up, t_end)
         print(
-            "ota heap (unix port, %s): idle %d B, during a %d-byte upload %d B, +%d B"
-            % (HEAP, idle, len(data), during, during - idle)
+            "ota heap (unix port, %s for data, both organs on): idle %d B, during a %d-byte"
+            " upload %d B, +%d B" % (HEAP, idle, len(data), during, during - idle)
         )
         assert idle and during, "no heap reports from the master"
         assert during - idle <= 8192, "the upload took %d bytes above idle" % (during - idle)
     finally:
         vb.stop()
+
+
+def test_the_simulator_says_in_one_line_what_the_master_needs():
+    from vbody import launch
+
+    note = launch.heap_note("master", "64k")
+    assert note and "80 KB for data" in note and "\n" not in note, note
+    assert launch.heap_note("master", "80k") is None and launch.heap_note("led", "64k") is None
+    for code in (1, 4096, 250000, 262144):  # the code, its GC tables (3 bits a 16-byte block)
+        share = launch.code_share(code)
+        need = code + code * 3 / 128
+        assert share % 4096 == 0 and need <= share < need + 4096, (code, share)

@@ -30,7 +30,7 @@ _BURST = {"p": 1, "b": 1, "t": 2, "d": 2, "k": 3, "g": 3}
 _F5P = {"s": 4700, "z": 4700, "T": 4400, "D": 4400, "t": 4400, "d": 4400}
 _DEFAULT_F5P = 3900
 # Nasal murmur antiresonance (Hz) by place: labial low, alveolar mid, velar high.
-_FNZ = {"m": 1000, "n": 1500, "N": 2300}
+_FNZ = {"m": 800, "n": 1500, "N": 2300}
 # Locus equations (F2 and F3 at a consonant-vowel boundary = locus + k% * (vowel - locus)) by
 # place: (F2 locus, k2, F3 locus, k3) for labials, dentals /T D/, palatals /s z S Z C J/ (the
 # sibilants' high F2) and other alveolars. Velars have no fixed locus (see _locus).

@@ -3,6 +3,8 @@
 # itself would, after optional simulation hooks:
 #   ORGANBUS_SIM_HEAP_MS  every N ms print {"event": "heap", "alloc": .., "free": ..} after a
 #                         gc.collect(), from a task added beside the board's own (benchmarks).
+#   ORGANBUS_SIM_PRELOAD  modules (a,b.c,...) imported after boot.py, before main.py (--heap:
+#                         the code there before the data, as frozen code is; tools/vbody/launch.py)
 import os
 import sys
 
@@ -38,6 +40,19 @@ if _f is not None:
     with _f:
         _code = compile(_f.read(), "boot.py", "exec")
     exec(_code, {"__name__": "__main__", "__file__": "boot.py"})
+
+_pre = os.getenv("ORGANBUS_SIM_PRELOAD")
+if _pre:
+    import gc
+
+    for _m in _pre.split(","):
+        try:
+            __import__(_m)
+        except Exception:  # main.py imports it again and says why, as on a board
+            pass
+        gc.collect()
+    del _m
+del _pre
 
 with open("main.py") as _f:
     _code = compile(_f.read(), "main.py", "exec")

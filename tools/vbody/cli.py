@@ -72,6 +72,10 @@ def run_body(args):
         except ValueError as e:
             sys.stderr.write("sim.py: error: --idle %s: %s\n" % (args.idle, e))
             return 2
+    if args.heap and not args.master:
+        note = launch.heap_note("master", args.heap)
+        if note:
+            sys.stderr.write("sim.py: note: %s\n" % note)
     body = VirtualBody(
         out_dir=args.out,
         external=external,
@@ -344,6 +348,9 @@ def run_board(argv):
         msg += ", UART%d <-> %s%s" % (n, spec, "" if args.no_pace else " (paced 115200)")
     if http:
         msg += ", HTTP on http://%s:%d" % http
+    note = launch.heap_note(args.role, args.heap) if args.heap else None
+    if note:
+        sys.stderr.write("sim.py board: note: %s\n" % note)
     board.start()
     sys.stderr.write(msg + ", pid %d, out %s\n" % (board.pid, out))
     sys.stderr.flush()

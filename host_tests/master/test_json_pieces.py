@@ -1,0 +1,80 @@
+# The HTTP server's JSON answers written in pieces through one small buffer (a fragmented heap still serves the menu).
+import asyncio
+import json
+
+from master import httpd
+from organbus import menu
+
+UNIX_PORT = True
+
+LONG = "x" * 700  # one scalar longer than the buffer
+
+
+class Writer:
+    def __init__(self):
+        self.writes = []
+        self.drains = 0
+
+    def write(self, data):
+        self.writes.append(bytes(data))
+
+    async def drain(self):
+        self.drains += 1
+
+
+def _menu():
+    p = {"name": "ms", "type": "int", "min": 0, "max": 5000, "unit": "ms"}
+    caps = []
+    for i in range(6):
+        caps.append(
+            {
+                "name": "act%d" % i,
+                "description": "an ability with a description of some length " * 2,
+                "exec_type": "duration",
+                "resource_group": "g%d" % (i % 2),
+                "max_duration_ms": 5000,
+                "params": [p],
+                "module_id": "MOD_%03d" % i,
+            }
+        )
+    return menu.build_menu(caps, 16)
+
+
+SAMPLES = [
+    None,
+    True,
+    0,
+    -7,
+    2.5,
+    "text",
+    "caf\u00e9 \u2603",
+    [],
+    {},
+    (1, 2),
+    {"a": [1, {"b": None}], "c": "d", 3: "int key"},
+    {"long": LONG, "list": [LONG, 1]},
+]
+
+
+def test_pieces_join_to_json_dumps():
+    for obj in SAMPLES + [_menu()]:
+        got = b"".join(httpd.json_pieces(obj))
+        want = json.dumps(obj).encode()
+        assert got == want, (obj, got[:80], want[:80])
+        assert httpd.json_length(obj) == len(want), obj
+
+
+def test_write_json_gives_the_socket_at_most_one_buffer_at_a_time():
+    m = _menu()
+    want = json.dumps(m).encode()
+    assert len(want) > 4 * 512, "the menu of this test must be several buffers long"
+    w = Writer()
+    asyncio.run(httpd.write_json(w, m, 5))
+    assert b"".join(w.writes) == want
+    assert max(len(x) for x in w.writes) <= 512, [len(x) for x in w.writes]
+    assert len(w.writes) >= len(want) // 512 and w.drains >= len(w.writes)
+    w = Writer()
+    obj = {"long": LONG, "list": [LONG, 1]}
+    asyncio.run(httpd.write_json(w, obj, 5))
+    assert b"".join(w.writes) == json.dumps(obj).encode()
+    assert [len(x) for x in w.writes if len(x) > 512] == [702, 702], "long scalars go as they are"
