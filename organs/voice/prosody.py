@@ -165,7 +165,7 @@ def _durations(cl, rate, end, last):
                 prc = prc * 80 // 100
             if cl.stress[i] == 0:
                 mn = mn // 2
-                prc = prc * 70 // 100
+                prc = prc * 60 // 100
             # postvocalic context
             if nxt != _SIL and not nk & P.VOWEL:
                 if nk & P.STOP and not nk & P.VOICED:

@@ -17,9 +17,6 @@ from .text import clauses
 _SIL = prosody._SIL
 _L = P.CODES.find("l")
 DIPH_HOLD = 35  # percent of a diphthong spent on its first target
-DIPH_HOLD_END = (
-    50  # ... at the end of a word ("now", "my": a glide cut short reads as a monophthong)
-)
 BWS = 60  # percent of the table's formant bandwidths (narrower reads better)
 _F4, _F5, _B4, _B5 = 3300, 3850, 250, 200
 _FNP = 270
@@ -333,8 +330,7 @@ class Speech:
             seg[SEG_TOUT] = tout
             seg[SEG_N] = n
             # a diphthong holds its first target a while, then glides (Klatt 1979)
-            hold = DIPH_HOLD_END if cl.flags[i] & prosody.WORD_END else DIPH_HOLD
-            seg[SEG_HOLD] = n * hold // 100 if kind & P.DIPH else 0
+            seg[SEG_HOLD] = n * DIPH_HOLD // 100 if kind & P.DIPH else 0
             self._targets(cl, i, seg, SEG_T0, False)
             self._targets(cl, i, seg, SEG_T1, True)
             bw1 = f[base + P.B1] * BWS // 100
