@@ -8,11 +8,11 @@ from organbus import frame
 
 
 def rig():
-    from bench_master import _Feeder, _Out
+    from bench_master import _Feeder, _Out, _Wire
     import master_fakes as mf
     from master.body import build
 
-    out = []
+    out = _Wire()
     now = [0]
     body = build({0: _Out(out, 0), 1: _Out(out, 1)}, lambda: now[0])
     reg = _Feeder(body)
@@ -70,7 +70,7 @@ def main():
 
     print("decode_event", best(command.decode_event, memoryview(ev)[5:], len(ev) - 8))
     print("port.command", best(p0.command, resp, 0))
-    del out[:]
+    out.clear()
 
 
 main()
@@ -88,7 +88,7 @@ def live():
     events = {}
     for mode in ("feed", "direct", "split", "nocollect"):
         rows = []
-        del out[:]
+        out.clear()
         kind, run = body.submit(raw)
         while not run.finished:
             pi, f = out.pop(0)
