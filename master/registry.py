@@ -43,6 +43,8 @@ class Slot:
         self.seq = 0  # registration order (first registered owns a duplicated name)
         self.raw = bytearray(frame.MAX_LEN)  # the registered DESCRIPTOR payload
         self.raw_n = 0
+        self.names = []  # the registered organ's capability names, descriptor order
+        self.name_table = b"\x00"  # the same as command.name_table (EVENT names found in it)
         self.owned = []  # capability names this organ owns on the menu
         self.duplicates = []  # names left off the menu: another online organ has them
         self.new_duplicates = []
@@ -87,6 +89,9 @@ class Registry:
         self._seq = 0
         self._seen = []  # module ids registered at least once (for "again")
         self.stray_events = 0
+        # the routes a Port takes while its organ is registered (Port.resp_to, event_to)
+        self._resp_to = scheduler.on_resp
+        self._event_to = self._event
 
     def slot(self, index):
         return self._by[index]
@@ -112,7 +117,7 @@ class Registry:
             else:
                 s.bad_payloads += 1
         elif ftype == _EVENT:
-            self._event(s, port, payload, n, now)
+            self._event(port, payload, n, now)
         return None
 
     def poll(self, now):
@@ -163,6 +168,11 @@ class Registry:
         s.raw_n = n
         s.organ = d
         s.port = port
+        names = [c["name"] for c in d["capabilities"]]
+        s.names = names
+        s.name_table = command.name_table(names)
+        port.resp_to = self._resp_to
+        port.event_to = self._event_to
         if not s.online:
             self._seq += 1
             s.seq = self._seq
@@ -174,6 +184,8 @@ class Registry:
 
     def _offline(self, s, now):
         s.online = False
+        s.port.resp_to = None
+        s.port.event_to = None
         self.hub.publish("offline", s.index, s)
         self._update()
         self.scheduler.on_offline(s.port, now)
@@ -190,18 +202,23 @@ class Registry:
                 self.hub.publish("duplicate", s.index, (s.organ["module_id"], name))
         self.hub.publish("menu", None, (self.owners.version, added, removed))
 
-    def _event(self, s, port, payload, n, now):
-        # command.decode_event's rules, read in place: kind, str8 name (valid UTF-8), status;
-        # the name is the one object made (str from the view: the UTF-8 check is the
-        # interpreter's own), where decode_event copies it twice and checks it in Python
+    def _event(self, port, payload, n, now):
+        # command.decode_event's rules, read in place: kind, str8 name (valid UTF-8), status.
+        # A name the organ declared is found in its name table and is that str (nothing
+        # made); another is made from the view (the UTF-8 check is the interpreter's own).
+        s = self._by[port.index]
         if n < 3 or payload[1] + 3 != n:
             s.bad_payloads += 1
             return
-        try:
-            name = str(payload[2 : n - 1], "utf-8")
-        except ValueError:  # UnicodeError (MicroPython), UnicodeDecodeError (CPython)
-            s.bad_payloads += 1
-            return
+        i = command.find_name_at(payload, 1, n - 1, s.name_table)
+        if i >= 0:
+            name = s.names[i]
+        else:
+            try:
+                name = str(payload[2 : n - 1], "utf-8")
+            except ValueError:  # UnicodeError (MicroPython), UnicodeDecodeError (CPython)
+                s.bad_payloads += 1
+                return
         kind = payload[0]
         status = payload[n - 1]
         if kind != command.EVENT_DONE:

@@ -102,11 +102,9 @@ class Run:
         # capability is still that object (else it is checked and encoded when it starts).
         self.frames = [None] * n
 
-    def _good(self, s):
-        # s finished done or started: the steps waiting for it may have become ready
-        after = self.after[s.key[2]]
-        if after is None:
-            return
+    def _good(self, after):
+        # a step finished done or started: the steps waiting for it (`after`, its entry in
+        # self.after) may have become ready
         waiting = self.waiting
         ready = self.ready
         for t in after:
@@ -258,6 +256,11 @@ class Scheduler:
             self.running.append(s)
             if self._wants["step"]:
                 self.hub.publish("step", s.port.index, s)
+            # its link is free again, its group still held: with one plan, only a ready
+            # step of that plan could go now
+            if len(self.runs) != 1 or s.run.ready:
+                self._dispatch(now)
+            return
         else:
             self._finish(s, DONE, now, True)
         self._dispatch(now)
@@ -380,7 +383,9 @@ class Scheduler:
         run.left -= 1
         good = status == DONE or status == STARTED
         if good:
-            run._good(s)
+            after = run.after[s.key[2]]
+            if after is not None:
+                run._good(after)
         if not answered and run.on_accept:
             run.on_accept(s.task_id, status)
         if not good:
