@@ -36,6 +36,7 @@ class Port:
         self.hub = hub
         self.decoder = frame.Decoder(self._frame)
         self._feed = self.decoder.feed  # bound once
+        self._command = tx.command
         # Set by the registry while an organ is registered on this port, else None:
         # resp_to(port, status, now) takes a one-byte COMMAND_RESP (the scheduler's on_resp),
         # event_to(port, payload, n, now) an EVENT (the registry's reader).
@@ -84,7 +85,7 @@ class Port:
         self.resp_due = True
         self.t_command = now
         self.sent += 1
-        self.tx.command(f)
+        self._command(f)
 
     def error_count(self):
         d = self.decoder

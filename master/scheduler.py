@@ -115,10 +115,11 @@ class Run:
                 k = self.pos[i]
                 j = len(ready)
                 ready.append(k)
-                while j and ready[j - 1] > k:  # keep it ascending (it holds a few entries)
-                    ready[j] = ready[j - 1]
-                    j -= 1
-                ready[j] = k
+                if j and ready[j - 1] > k:
+                    while j and ready[j - 1] > k:  # keep it ascending (a few entries)
+                        ready[j] = ready[j - 1]
+                        j -= 1
+                    ready[j] = k
 
     def _drop_started(self):
         # ready keeps only pending steps (in place: nothing allocated)
@@ -450,16 +451,25 @@ class Scheduler:
         runs = self.runs
         if len(runs) == 1:
             run = runs[0]
-            order = run.order
             ready = run.ready
-            for k in ready:
-                s = order[k]
+            if not ready:
+                return
+            order = run.order
+            if len(ready) == 1:  # the common case: one ready step
+                s = order[ready[0]]
                 if s.status == pending:
                     self._start(s, now)
-            for k in ready:  # the common case: every ready step is still pending or it is empty
-                if order[k].status != pending:
-                    run._drop_started()
-                    break
+            else:
+                for k in ready:
+                    s = order[k]
+                    if s.status == pending:
+                        self._start(s, now)
+            # ready keeps only pending steps (what _start did may have changed it)
+            if len(ready) == 1:
+                if order[ready[0]].status != pending:
+                    ready.pop()
+            elif ready:
+                run._drop_started()
             return
         for s in self._candidates():
             if s.status == pending:
