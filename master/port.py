@@ -13,6 +13,8 @@
 from micropython import const
 
 from organbus import frame
+from organbus.rxscan import TAKE as _TAKE
+from organbus.rxscan import run as _scan
 from organbus.ticks import ticks_diff
 
 RESP_TIMEOUT_MS = const(1000)  # section 5: a COMMAND_RESP comes within this or never
@@ -35,7 +37,7 @@ class Port:
         self.organs = organs
         self.hub = hub
         self.decoder = frame.Decoder(self._frame)
-        self._feed = self.decoder.feed  # bound once
+        self._mem = self.decoder._mem  # the decoder's memory: feed scans into it directly
         self._command = tx.command
         # Set by the registry while an organ is registered on this port, else None:
         # resp_to(port, status, now) takes a one-byte COMMAND_RESP (the scheduler's on_resp),
@@ -52,7 +54,13 @@ class Port:
     def feed(self, data, now, n=-1):
         """Bytes read from the UART at tick `now` (data[:n], all when n < 0)."""
         self.now = now
-        self._feed(data, now, n)
+        # Decoder.feed's body, one call level less on every read
+        if n < 0:
+            n = len(data)
+        try:
+            _scan(self.decoder, self._mem, data, n, now, _TAKE)
+        except Exception as e:
+            self.decoder._resume(e, data, n)
 
     def _frame(self, ftype, payload, n):
         now = self.now
