@@ -36,7 +36,14 @@ class Recent:
             # an organ's EVENT (one per continuous step, on the scheduler's hot path): kept as
             # it came, (t_ms, port, (name, status)) (immutable, so safe to keep), made an
             # entry when the ring is read
-            self._put((self.stamp(), port, data))
+            e = (self.stamp(), port, data)
+            size = len(self.ring)  # _put, inline
+            if self.n == size:
+                self.dropped += 1
+            else:
+                self.n += 1
+            self.ring[self.next] = e
+            self.next = (self.next + 1) % size
             return
         e = {"t_ms": self.stamp(), "event": event}
         for k, v in describe(event, port, data):

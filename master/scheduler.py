@@ -102,24 +102,16 @@ class Run:
         # capability is still that object (else it is checked and encoded when it starts).
         self.frames = [None] * n
 
-    def _good(self, after):
-        # a step finished done or started: the steps waiting for it (`after`, its entry in
-        # self.after) may have become ready
-        waiting = self.waiting
+    def _insert(self, k):
+        # order position k joins ready, which stays ascending (it holds a few entries); the
+        # common case, k after every entry, is an append in Scheduler._finish
         ready = self.ready
-        for t in after:
-            i = t.key[2]
-            w = waiting[i] - 1
-            waiting[i] = w
-            if w == 0 and t.status == PENDING:
-                k = self.pos[i]
-                j = len(ready)
-                ready.append(k)
-                if j and ready[j - 1] > k:
-                    while j and ready[j - 1] > k:  # keep it ascending (a few entries)
-                        ready[j] = ready[j - 1]
-                        j -= 1
-                    ready[j] = k
+        j = len(ready)
+        ready.append(k)
+        while j and ready[j - 1] > k:
+            ready[j] = ready[j - 1]
+            j -= 1
+        ready[j] = k
 
     def _drop_started(self):
         # ready keeps only pending steps (in place: nothing allocated)
@@ -386,7 +378,19 @@ class Scheduler:
         if good:
             after = run.after[s.key[2]]
             if after is not None:
-                run._good(after)
+                # the steps waiting for s may be ready now (Run.ready kept ascending)
+                waiting = run.waiting
+                ready = run.ready
+                for t in after:
+                    i = t.key[2]
+                    w = waiting[i] - 1
+                    waiting[i] = w
+                    if w == 0 and t.status == PENDING:
+                        k = run.pos[i]
+                        if ready and ready[-1] > k:
+                            run._insert(k)
+                        else:
+                            ready.append(k)
         if not answered and run.on_accept:
             run.on_accept(s.task_id, status)
         if not good:
