@@ -32,6 +32,7 @@ for p in (HERE, os.path.join(ROOT, "lib"), os.path.join(ROOT, "tools", "shim")):
     if p not in sys.path:
         sys.path.insert(0, p)
 
+import loopback  # noqa: E402
 from bench_body import FrameTimes, plan_of  # noqa: E402
 from vbody.body import VirtualBody  # noqa: E402
 from organbus import frame  # noqa: E402
@@ -43,11 +44,7 @@ class Stream(threading.Thread):
     def __init__(self, addr, path="/events", headers=None):
         super().__init__(daemon=True)
         self.items = []
-        self.s = socket.create_connection(addr, timeout=5)
-        head = "GET %s HTTP/1.1\r\nHost: b\r\nAccept: text/event-stream\r\n" % path
-        for k, v in (headers or {}).items():
-            head += "%s: %s\r\n" % (k, v)
-        self.s.sendall(head.encode() + b"\r\n")
+        self.s = loopback.open_stream(addr, path, headers, timeout=5)
         self.status = None
         self.closed = False
         self.start()
@@ -67,16 +64,10 @@ class Stream(threading.Thread):
             if self.status is None and b"\r\n\r\n" in buf:
                 head, _, buf = buf.partition(b"\r\n\r\n")
                 self.status = int(head.split(b" ")[1])
-            while b"\n\n" in buf:
-                block, _, buf = buf.partition(b"\n\n")
-                kind, data = None, None
-                for line in block.decode("utf-8", "replace").split("\n"):
-                    if line.startswith("event: "):
-                        kind = line[7:]
-                    elif line.startswith("data: "):
-                        data = json.loads(line[6:])
-                if kind:
-                    self.items.append((t, kind, data))
+            if self.status is None:
+                continue
+            items, buf, _ = loopback.sse_items(buf)
+            self.items.extend((t, kind, data) for kind, data in items)
         self.closed = True
 
     def ready(self, timeout=10):
@@ -97,28 +88,9 @@ class Stream(threading.Thread):
 
 
 def post(addr, path, obj, headers=None, timeout=30):
-    body = json.dumps(obj).encode()
-    s = socket.create_connection(addr, timeout=timeout)
-    try:
-        head = "POST %s HTTP/1.1\r\nHost: b\r\nContent-Type: application/json\r\n" % path
-        head += "Accept: application/json, text/event-stream\r\nContent-Length: %d\r\n" % len(body)
-        for k, v in (headers or {}).items():
-            head += "%s: %s\r\n" % (k, v)
-        s.sendall(head.encode() + b"\r\n" + body)
-        data = b""
-        while True:
-            c = s.recv(65536)
-            if not c:
-                break
-            data += c
-    finally:
-        s.close()
-    head, _, content = data.partition(b"\r\n\r\n")
-    hdrs = {}
-    for line in head.decode().split("\r\n")[1:]:
-        k, _, v = line.partition(":")
-        hdrs[k.strip().lower()] = v.strip()
-    return int(head.split(b" ")[1]), hdrs, content
+    h = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    h.update(headers or {})
+    return loopback.request(addr, "POST", path, obj, h, timeout)
 
 
 def mcp_session(addr):

@@ -1,10 +1,10 @@
 # The sans-IO master on a live asyncio loop (fake organs, its clock driven by real time) with its HTTP routes, and a plain SSE client.
 import asyncio
 import json
-import socket
 import threading
 import time
 
+import loopback
 from master import app, httpd
 from master_fakes import FakeOrgan, Rig, led, speaker
 
@@ -105,23 +105,7 @@ def _quiet_cancel(loop, ctx):
 
 
 def http(port, method, path, obj=None, headers=None, timeout=10):
-    body = b"" if obj is None else json.dumps(obj).encode()
-    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
-    try:
-        head = "%s %s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n" % (method, path, len(body))
-        for k, v in (headers or {}).items():
-            head += "%s: %s\r\n" % (k, v)
-        s.sendall(head.encode() + b"\r\n" + body)
-        data = b""
-        while True:
-            c = s.recv(65536)
-            if not c:
-                break
-            data += c
-    finally:
-        s.close()
-    head, _, content = data.partition(b"\r\n\r\n")
-    status = int(head.split(b" ")[1])
+    status, _, content = loopback.request(("127.0.0.1", port), method, path, obj, headers, timeout)
     return status, (json.loads(content) if content else None)
 
 
@@ -130,15 +114,7 @@ class SseClient:
     (event, data) (comments are counted in `comments`), `close()`."""
 
     def __init__(self, port, headers=None, rcvbuf=None, path="/events"):
-        self.s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        if rcvbuf:
-            self.s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
-        self.s.settimeout(10)
-        self.s.connect(("127.0.0.1", port))
-        head = "GET %s HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n" % path
-        for k, v in (headers or {}).items():
-            head += "%s: %s\r\n" % (k, v)
-        self.s.sendall(head.encode() + b"\r\n")
+        self.s = loopback.open_stream(("127.0.0.1", port), path, headers, rcvbuf)
         self.buf = b""
         while b"\r\n\r\n" not in self.buf:
             c = self.s.recv(4096)
@@ -153,6 +129,7 @@ class SseClient:
             k, _, v = line.partition(":")
             self.headers[k.strip().lower()] = v.strip()
         self.comments = 0
+        self.items = []  # complete items read but not yet taken
         self.body = b""  # the whole answer when it was not a stream
 
     def read_body(self):
@@ -166,21 +143,12 @@ class SseClient:
     def next(self, timeout=10):
         """The next item as (event, data dict); None at the end of the stream."""
         end = time.monotonic() + timeout
-        while True:
-            i = self.buf.find(b"\n\n")
-            if i >= 0:
-                block, self.buf = self.buf[:i], self.buf[i + 2 :]
-                event, data = None, None
-                for line in block.decode().split("\n"):
-                    if line.startswith(":"):
-                        self.comments += 1
-                    elif line.startswith("event: "):
-                        event = line[7:]
-                    elif line.startswith("data: "):
-                        data = json.loads(line[6:])
-                if event is not None:
-                    return event, data
-                continue
+        while not self.items:
+            items, self.buf, comments = loopback.sse_items(self.buf)
+            self.items.extend(items)
+            self.comments += comments
+            if self.items:
+                break
             left = end - time.monotonic()
             if left <= 0:
                 raise TimeoutError("no SSE item within %s s" % timeout)
@@ -189,6 +157,7 @@ class SseClient:
             if not c:
                 return None
             self.buf += c
+        return self.items.pop(0)
 
     def until(self, pred, timeout=10):
         """Items read until pred(event, data) is true: the list, the match last."""

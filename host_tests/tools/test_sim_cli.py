@@ -279,6 +279,37 @@ def test_body_takes_an_external_led_organ(tmp_path):
     assert any(x.get("event") == "power_cycle" for x in lines), "power-cycle not shown"
 
 
+class _LaggingBody:
+    """A body whose pin logs' readers have seen up to `seen` (monotonic s) so far."""
+
+    on_event = None
+    t0 = 0.0
+    seen = 0.0
+
+    def pin_logs_seen(self):
+        return self.seen
+
+
+def test_console_waits_for_a_lagging_pin_log_before_printing_later_events():
+    # On a loaded machine one board's pin log can be read later than another's: the speaker's
+    # audio line (at 5.015 s) must not go out before the LED's (at 5.000 s), which its reader
+    # has not reported yet, however long the hold has been.
+    import io
+
+    body, out = _LaggingBody(), io.StringIO()
+    c = Console(body, as_json=True, out=out)
+    c.opened = True
+    body.seen = 4.9
+    c.hold(5.015, "audio", "speaker audio")
+    c.flush(100.0)
+    assert out.getvalue() == "", "printed past what the pin logs have been read up to"
+    c.hold(5.0, "led", "LED on")
+    body.seen = 6.0
+    c.flush(100.0)
+    kinds = [json.loads(x)["kind"] for x in out.getvalue().splitlines()]
+    assert kinds == ["led", "audio"], kinds
+
+
 def test_console_reads_a_plan_spanning_lines():
     c = Console(_NoBody())
     src = [

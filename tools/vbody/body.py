@@ -194,6 +194,10 @@ class VirtualBody:
         self.board(role).start()
         return t
 
+    def pin_logs_seen(self):
+        """Monotonic time up to which every board's pin log has been read and reported."""
+        return min([t.seen for t in self.tails] or [time.monotonic()])
+
     def stop(self):
         if self.stopped:
             return

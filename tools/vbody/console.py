@@ -52,6 +52,7 @@ LIFECYCLE = {
 
 TAKE_GAP_S = 0.15  # tools/simhw/machine.py I2S.TAKE_GAP_MS: silence that starts a new WAV file
 HOLD_S = 0.2  # events wait this long to be printed in the order they happened (pin logs lag)
+SETTLE_MAX_S = 5.0  # and at most this long for a pin log's reader that lags on a loaded machine
 
 
 def plan_lines(stream):
@@ -181,6 +182,8 @@ class Console:
         before the start line, which says where the logs are."""
         if upto is not None and not self.opened:
             return
+        if upto is not None:  # not past what the pin logs' readers have seen: they may lag
+            upto = min(upto, self._seen())
         with self.held_lock:
             n = len(self.held)
             if upto is not None:
@@ -195,7 +198,14 @@ class Console:
         """Waits until every event that happened before now is printed."""
         upto = time.monotonic()
         time.sleep(HOLD_S)
+        end = upto + SETTLE_MAX_S
+        while self._seen() < upto and time.monotonic() < end:
+            time.sleep(0.01)
         self.flush(upto)
+
+    def _seen(self):
+        seen = getattr(self.body, "pin_logs_seen", None)
+        return seen() if seen else float("inf")
 
     def _flush_loop(self):
         while True:

@@ -187,11 +187,13 @@ class PinLogTail:
         self.period = period
         self.stop_flag = False
         self.pos = os.path.getsize(path) if os.path.exists(path) else 0
+        self.seen = time.monotonic()  # every line written before this was reported
         threading.Thread(target=self._run, daemon=True).start()
 
     def _run(self):
         buf = b""
         while not self.stop_flag:
+            started = time.monotonic()
             try:
                 with open(self.path, "rb") as f:
                     f.seek(self.pos)
@@ -207,7 +209,9 @@ class PinLogTail:
                         self.on_line(json.loads(line))
                     except ValueError:
                         pass
+            self.seen = started
             time.sleep(self.period)
 
     def stop(self):
         self.stop_flag = True
+        self.seen = float("inf")  # nothing more will come
