@@ -23,6 +23,8 @@ _DESCRIPTOR = const(0x01)
 _HEARTBEAT = const(0x03)
 _COMMAND_RESP = const(0x11)
 _EVENT = const(0x20)
+_EVENT_DONE = const(1)  # command.EVENT_DONE
+assert _EVENT_DONE == command.EVENT_DONE
 assert (_DESCRIPTOR, _HEARTBEAT, _COMMAND_RESP, _EVENT) == (
     frame.DESCRIPTOR,
     frame.HEARTBEAT,
@@ -91,6 +93,7 @@ class Registry:
         self.stray_events = 0
         # the routes a Port takes while its organ is registered (Port.resp_to, event_to)
         self._resp_to = scheduler.on_resp
+        self._on_event = scheduler.on_event  # bound once
         self._event_to = self._event
 
     def slot(self, index):
@@ -221,12 +224,12 @@ class Registry:
                 return
         kind = payload[0]
         status = payload[n - 1]
-        if kind != command.EVENT_DONE:
+        if kind != _EVENT_DONE:
             self.stray_events += 1
             return
         if self.hub.subs:
             self.hub.publish("event", s.index, (name, status))
-        if not self.scheduler.on_event(port, name, status, now):
+        if not self._on_event(port, name, status, now):
             self.stray_events += 1
 
     # -- queries --------------------------------------------------------------------------

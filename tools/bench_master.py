@@ -77,43 +77,42 @@ def _overhead():
 
 
 class _Wire:
-    # The frames the ports handed over, oldest first, in a preallocated ring: the real UART
+    # The frames the ports handed over, oldest first, in preallocated lists: the real UART
     # edge's send allocates nothing (master/uart.py), so neither does the rig's tx, and a
-    # step's count or heap figure is the master's own.
-    def __init__(self, size=32):
+    # step's count or heap figure is the master's own. Frames are taken (pop) soon after
+    # they are put: the lists start over whenever every frame was taken.
+    def __init__(self, size=64):
         self.ports = [0] * size
         self.frames = [None] * size
-        self.head = 0
-        self.n = 0
+        self.start = 0
+        self.end = 0
 
     def put(self, port, f):
-        size = len(self.frames)
-        if self.n >= size:
-            raise OverflowError("bench wire: %d frames not taken" % size)
-        i = self.head + self.n
-        if i >= size:
-            i -= size
+        i = self.end  # an IndexError past `size` frames not taken
         self.ports[i] = port
         self.frames[i] = f
-        self.n += 1
+        self.end = i + 1
 
     def pop(self, _first=0):
         """(port, frame) of the oldest frame; IndexError when there is none."""
-        if not self.n:
+        i = self.start
+        if i >= self.end:
             raise IndexError("bench wire: no frame")
-        i = self.head
         f = self.frames[i]
         self.frames[i] = None
-        self.head = i + 1 if i + 1 < len(self.frames) else 0
-        self.n -= 1
+        if i + 1 == self.end:
+            self.start = self.end = 0
+        else:
+            self.start = i + 1
         return self.ports[i], f
 
     def clear(self):
-        while self.n:
-            self.pop()
+        for i in range(self.start, self.end):
+            self.frames[i] = None
+        self.start = self.end = 0
 
     def __len__(self):
-        return self.n
+        return self.end - self.start
 
 
 class _Out:
