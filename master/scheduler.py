@@ -488,8 +488,7 @@ class Scheduler:
             s.reason = "no online organ offers %s" % s.action
             self._finish(s, OFFLINE, now)
             return
-        port = own[0]
-        cap = own[1]
+        port, cap, module_id = own
         group = cap["resource_group"]
         link = port.index
         if link in self.outstanding or (group and group in self.groups):
@@ -505,7 +504,7 @@ class Scheduler:
             f = c[1]  # encoded at admission for this very capability
         else:
             if not _same_params(cap["params"], s.params):
-                s.reason = "%s changed its params since the plan was checked" % own[2]
+                s.reason = "%s changed its params since the plan was checked" % module_id
                 self._finish(s, REFUSED, now)
                 return
             try:
