@@ -56,12 +56,11 @@ class Hub:
         # event -> how many subscribers hear it: a hot path (a step per COMMAND_RESP) checks
         # `hub.wants["step"]` and skips the call when nobody asked for the event
         self.wants = {}
-        # event -> the subscribers' fns that hear it, in subscription order (rebuilt on every
-        # (un)subscribe): a publish walks only those, no filter test per subscriber
+        # event -> a tuple of the subscribers' fns that hear it, in subscription order (rebuilt
+        # on every (un)subscribe; events nobody hears are left out): a publish walks only those
         self._to = {}
         for e in EVENTS:
             self.wants[e] = 0
-            self._to[e] = []
         self.limit = limit
         self.errors = 0
         self.last_error = None  # repr of the last exception a subscriber raised
@@ -88,16 +87,16 @@ class Hub:
                 return
 
     def _count(self):
+        to = {}
         for e in EVENTS:
-            self.wants[e] = 0
-            self._to[e] = []
-        for fn, events in self.subs:
-            for e in EVENTS if events is None else events:
-                self.wants[e] += 1
-                self._to[e].append(fn)
+            fns = [fn for fn, events in self.subs if events is None or e in events]
+            self.wants[e] = len(fns)
+            if fns:
+                to[e] = tuple(fns)
+        self._to = to
 
     def publish(self, event, port, data):
-        for fn in self._to[event]:
+        for fn in self._to.get(event, ()):
             try:
                 fn(event, port, data)
             except Exception as e:  # a subscriber never raises into the bus

@@ -3,8 +3,8 @@
 # Bytes come in (`feed`, from the port's UART reader); every legal frame keeps the port heard
 # and goes up to the organ registry (`organs.frame(port, ftype, payload, n, now)`), which
 # returns the lifecycle frame to answer with (ACK, DISCOVER) or None; the port sends it.
-# While an organ is registered here the registry gives the port two routes (`resp_to`,
-# `event_to`): a COMMAND_RESP then goes straight to the scheduler and an EVENT to the
+# While an organ is registered here the registry gives the port its routes (`routes`, the
+# registry's one tuple): a COMMAND_RESP then goes straight to the scheduler and an EVENT to the
 # registry's reader, and a HEARTBEAT needs nothing more than the port's own last heard.
 # Frames go out through `send` and `command` (a COMMAND, from the scheduler: a COMMAND_RESP
 # is due, so the UART edge's reader waits for it in the poller). The heartbeat path (decoder -> _frame -> organs.frame) allocates
@@ -37,13 +37,12 @@ class Port:
         self.organs = organs
         self.hub = hub
         self.decoder = frame.Decoder(self._frame)
-        self._mem = self.decoder._mem  # the decoder's memory: feed scans into it directly
-        self._command = tx.command
-        # Set by the registry while an organ is registered on this port, else None:
-        # resp_to(port, status, now) takes a one-byte COMMAND_RESP (the scheduler's on_resp),
-        # event_to(port, payload, n, now) an EVENT (the registry's reader).
-        self.resp_to = None
-        self.event_to = None
+        # Set by the registry while an organ is registered on this port, else None: the tuple
+        # (resp_to, event_to): resp_to(port, status, now) takes a one-byte COMMAND_RESP (the
+        # scheduler's on_resp), event_to(port, payload, n, now) an EVENT (the registry's
+        # reader). One attribute, shared by the ports: a Port stays at 12 attributes, the
+        # size of an instance's first attribute table.
+        self.routes = None
         self.now = 0  # tick of the bytes being fed
         self.last_rx = None  # last heard: tick of the last legal frame, None before the first
         self.resp_due = False  # a COMMAND went out and its COMMAND_RESP has not come
@@ -58,23 +57,24 @@ class Port:
         if n < 0:
             n = len(data)
         try:
-            _scan(self.decoder, self._mem, data, n, now, _TAKE)
+            _scan(self.decoder, self.decoder._mem, data, n, now, _TAKE)
         except Exception as e:
             self.decoder._resume(e, data, n)
 
     def _frame(self, ftype, payload, n):
         now = self.now
         self.last_rx = now
+        routes = self.routes
         if ftype == _COMMAND_RESP:
             self.resp_due = False
-            if n == 1 and self.resp_to is not None:
-                self.resp_to(self, payload[0], now)
+            if n == 1 and routes is not None:
+                routes[0](self, payload[0], now)
                 return
         elif ftype == _EVENT:
-            if self.event_to is not None:
-                self.event_to(self, payload, n, now)
+            if routes is not None:
+                routes[1](self, payload, n, now)
                 return
-        elif ftype == _HEARTBEAT and self.resp_to is not None:
+        elif ftype == _HEARTBEAT and routes is not None:
             return  # a registered organ's heartbeat: heard, nothing to answer
         reply = self.organs.frame(self, ftype, payload, n, now)
         if reply is not None:
@@ -93,7 +93,7 @@ class Port:
         self.resp_due = True
         self.t_command = now
         self.sent += 1
-        self._command(f)
+        self.tx.command(f)
 
     def error_count(self):
         d = self.decoder

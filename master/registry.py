@@ -45,8 +45,6 @@ class Slot:
         self.seq = 0  # registration order (first registered owns a duplicated name)
         self.raw = bytearray(frame.MAX_LEN)  # the registered DESCRIPTOR payload
         self.raw_n = 0
-        self.names = []  # the registered organ's capability names, descriptor order
-        self.name_table = b"\x00"  # the same as command.name_table (EVENT names found in it)
         self.owned = []  # capability names this organ owns on the menu
         self.duplicates = []  # names left off the menu: another online organ has them
         self.new_duplicates = []
@@ -91,10 +89,12 @@ class Registry:
         self._seq = 0
         self._seen = []  # module ids registered at least once (for "again")
         self.stray_events = 0
-        # the routes a Port takes while its organ is registered (Port.resp_to, event_to)
-        self._resp_to = scheduler.on_resp
-        self._on_event = scheduler.on_event  # bound once
-        self._event_to = self._event
+        # the routes a Port takes while its organ is registered (Port.routes), one tuple
+        self._routes = (scheduler.on_resp, self._event)
+        # port number -> (capability names, command.name_table of them) of the organ
+        # registered there (its EVENT names are found in it; kept here, not in the Slot: one
+        # more Slot attribute would grow every Slot's attribute table)
+        self._names = {}
 
     def slot(self, index):
         return self._by[index]
@@ -171,11 +171,9 @@ class Registry:
         s.raw_n = n
         s.organ = d
         s.port = port
-        names = [c["name"] for c in d["capabilities"]]
-        s.names = names
-        s.name_table = command.name_table(names)
-        port.resp_to = self._resp_to
-        port.event_to = self._event_to
+        names = tuple([c["name"] for c in d["capabilities"]])
+        self._names[s.index] = (names, command.name_table(names))
+        port.routes = self._routes
         if not s.online:
             self._seq += 1
             s.seq = self._seq
@@ -187,8 +185,7 @@ class Registry:
 
     def _offline(self, s, now):
         s.online = False
-        s.port.resp_to = None
-        s.port.event_to = None
+        s.port.routes = None
         self.hub.publish("offline", s.index, s)
         self._update()
         self.scheduler.on_offline(s.port, now)
@@ -213,9 +210,10 @@ class Registry:
         if n < 3 or payload[1] + 3 != n:
             s.bad_payloads += 1
             return
-        i = command.find_name_at(payload, 1, n - 1, s.name_table)
+        names = self._names[s.index]  # there while the organ is registered (routes are)
+        i = command.find_name_at(payload, 1, n - 1, names[1])
         if i >= 0:
-            name = s.names[i]
+            name = names[0][i]
         else:
             try:
                 name = str(payload[2 : n - 1], "utf-8")
@@ -229,7 +227,7 @@ class Registry:
             return
         if self.hub.subs:
             self.hub.publish("event", s.index, (name, status))
-        if not self._on_event(port, name, status, now):
+        if not self.scheduler.on_event(port, name, status, now):
             self.stray_events += 1
 
     # -- queries --------------------------------------------------------------------------

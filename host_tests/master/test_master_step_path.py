@@ -141,7 +141,7 @@ def test_event_names_are_the_declared_strs():
 def test_routes_follow_registration():
     b, txs, now = _rig()
     p0 = b.port(0)
-    assert p0.resp_to is not None and p0.event_to is not None, "registered, but no routes"
+    assert p0.routes is not None, "registered, but no routes"
     s = b.registry.slot(0)
     bad = s.bad_payloads
     p0.feed(frame.encode(frame.COMMAND_RESP, b"\x00\x00"), now[0])
@@ -149,7 +149,7 @@ def test_routes_follow_registration():
     now[0] += 16000
     b.poll(now[0])
     assert not s.online, "silent organ still online"
-    assert p0.resp_to is None and p0.event_to is None, "offline, routes kept"
+    assert p0.routes is None, "offline, routes kept"
     sent = txs[0].n
     p0.feed(frame.RESP_OK_FRAME, now[0])  # from an unregistered port: DISCOVER, as before
     assert txs[0].n == sent + 1 and txs[0].last() == frame.DISCOVER_FRAME, txs[0].last()

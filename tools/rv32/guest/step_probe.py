@@ -47,12 +47,12 @@ def main():
         def frame(self, port, ftype, payload, n, now):
             return None
 
-    routes = p0.resp_to, p0.event_to
-    p0.resp_to = p0.event_to = None  # a registered organ's COMMAND_RESP skips the registry
+    routes = p0.routes
+    p0.routes = None  # a registered organ's COMMAND_RESP skips the registry
     p0.organs = Null()
     print("port.feed -> null registry", best(p0.feed, resp, 0))
     p0.organs = real
-    p0.resp_to, p0.event_to = routes
+    p0.routes = routes
     # 3. a stray COMMAND_RESP (no step outstanding): port -> scheduler.on_resp
     sch = body.scheduler
     print("port.feed -> stray on_resp", best(p0.feed, resp, 0))
