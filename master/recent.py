@@ -32,6 +32,19 @@ class Recent:
         hub.subscribe(self.on_event, events)
 
     def on_event(self, event, port, data):
+        if event == "event":
+            # an organ's EVENT (one per continuous step, on the scheduler's hot path): kept as
+            # it came, (t_ms, port, (name, status)) (immutable, so safe to keep), made an
+            # entry when the ring is read
+            e = (self.stamp(), port, data)
+            size = len(self.ring)  # _put, inline
+            if self.n == size:
+                self.dropped += 1
+            else:
+                self.n += 1
+            self.ring[self.next] = e
+            self.next = (self.next + 1) % size
+            return
         e = {"t_ms": self.stamp(), "event": event}
         for k, v in describe(event, port, data):
             e[k] = v
@@ -44,6 +57,9 @@ class Recent:
                 steps.append(d)
             e["steps"] = steps
             e["notes"] = list(data.notes)
+        self._put(e)
+
+    def _put(self, e):
         size = len(self.ring)
         if self.n == size:
             self.dropped += 1
@@ -55,9 +71,16 @@ class Recent:
     def items(self):
         size = len(self.ring)
         start = (self.next - self.n) % size
-        return [self.ring[(start + i) % size] for i in range(self.n)]
+        return [_entry(self.ring[(start + i) % size]) for i in range(self.n)]
 
     def last(self, n):
         """The newest `n` entries, oldest first."""
         out = self.items()
         return out[len(out) - n :] if n < len(out) else out
+
+
+def _entry(e):
+    # a ring item as its entry: an EVENT's tuple becomes the dict describe() gives
+    if isinstance(e, tuple):
+        return {"t_ms": e[0], "event": "event", "port": e[1], "name": e[2][0], "status": e[2][1]}
+    return e
