@@ -166,16 +166,20 @@ def _durations(cl, rate, end, last):
             if cl.stress[i] == 0:
                 mn = mn // 2
                 prc = prc * 60 // 100
-            # postvocalic context
+            # postvocalic context (Klatt 1979); half of it across a word boundary
             if nxt != _SIL and not nk & P.VOWEL:
+                q = 100
                 if nk & P.STOP and not nk & P.VOICED:
-                    prc = prc * 70 // 100
+                    q = 70
                 elif nk & P.FRIC and nk & P.VOICED:
-                    prc = prc * 130 // 100
+                    q = 130
                 elif nk & P.STOP and nk & P.VOICED:
-                    prc = prc * 110 // 100
+                    q = 110
                 elif nk & P.NASAL:
-                    prc = prc * 85 // 100
+                    q = 85
+                if fl & WORD_END:
+                    q = (100 + q) // 2
+                prc = prc * q // 100
             elif fl & WORD_END and cl.stress[i]:
                 prc = prc * 115 // 100
             if nxt != _SIL and nk & P.VOWEL:

@@ -22,7 +22,7 @@ _F4, _F5, _B4, _B5 = 3300, 3850, 250, 200
 _FNP = 270
 
 # Burst length in frames at the end of a stop (p b t d k g).
-_BURST = {"p": 1, "b": 1, "t": 2, "d": 2, "k": 3, "g": 3}
+_BURST = {"p": 2, "b": 1, "t": 3, "d": 2, "k": 3, "g": 3}
 # Top parallel band centre for each fricative or burst.
 _F5P = {"s": 4700, "z": 4700, "T": 4400, "D": 4400, "t": 4400, "d": 4400}
 _DEFAULT_F5P = 3900
