@@ -464,6 +464,10 @@ class HttpServer:
         # the buffer every JSON answer goes through (write_json), taken at boot before the
         # heap fragments: a small heap may later have no free 512-byte block
         self.out = bytearray(_OUT) if _MP else None
+        # the buffer every request head is read into (then copied at its own size): a fresh
+        # 512-byte read per head needs a block a fragmented small heap may not have; shared,
+        # as the bytes are copied out before the reading task yields again
+        self.head_in = memoryview(bytearray(_READ)) if _MP else None
 
     def stats(self):
         return {
@@ -500,11 +504,16 @@ class HttpServer:
     async def _read_head(self, reader):
         buf = b""
         limit = self.cfg["max_head"]
+        mv = self.head_in if hasattr(reader, "readinto") else None
         while True:
-            chunk = await reader.read(_READ)
+            if mv is not None:
+                n = await reader.readinto(mv)
+                chunk = bytes(mv[:n]) if n else b""
+            else:
+                chunk = await reader.read(_READ)
             if not chunk:
                 raise EOFError
-            buf += chunk
+            buf = buf + chunk if buf else chunk
             i = buf.find(b"\r\n\r\n")
             if 0 <= i <= limit:
                 return buf[:i], buf[i + 4 :]

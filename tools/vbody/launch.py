@@ -80,6 +80,8 @@ def sim_env(uarts=None, pinlog=None, wav=None, role=None, heap_report_ms=None, p
             env[ENV_PREFIX + key] = value
     if heap_report_ms:
         env[ENV_PREFIX + "HEAP_MS"] = str(int(heap_report_ms))
+        if os.environ.get("ORGANBUS_HEAP_MAP"):  # the block map beside each report (measuring)
+            env[ENV_PREFIX + "HEAP_MAP"] = "1"
     return env
 
 
@@ -255,6 +257,15 @@ def heap_note(role, heap):
     )
 
 
+def uart_share(role, uarts):
+    """Heap bytes of the simulated UARTs' receive buffers (board.json's rxbuf of each UART the
+    simulation wires): a C6's UART driver keeps that ring in ESP-IDF's memory, outside the
+    MicroPython heap, so they are the machine's, not the board's data (docs/sim.md)."""
+    with open(os.path.join(boards_dir(), BOARDS[role], "board.json")) as f:
+        spec = json.load(f).get("uarts", {})
+    return sum(int(spec.get(str(n), {}).get("rxbuf", 256) or 256) for n in uarts)
+
+
 def code_share(code):
     """Heap bytes `code` needs on the unix port: its blocks and their share of the GC's own
     tables (2 + 1 bits a 16-byte block, taken from the heap), rounded up to 4 KB."""
@@ -292,7 +303,7 @@ class Launch:
         self.stage_dir = stage_dir
         self.cmd = [micropython_exe()]
         path = None
-        self.heap = self.code = self.data = None
+        self.heap = self.code = self.data = self.uart_bufs = None
         if heap:
             # As on a board: the code loads from .mpy and stays out of the data's budget (a C6
             # runs it frozen in flash), so the board gets `heap` for its data plus its code.
@@ -300,7 +311,8 @@ class Launch:
             hw = simhw_tree(os.path.join(ROOT, "sim-out", ".device-x64", "simhw"))
             self.code = code_bytes(role, lib, hw)
             self.data = heap_bytes(heap)
-            self.heap = self.data + code_share(self.code)
+            self.uart_bufs = uart_share(role, self.uarts)
+            self.heap = self.data + code_share(self.code) + self.uart_bufs
             self.cmd += ["-X", "heapsize=%d" % self.heap]
             path = ":".join([hw, ".frozen", lib])
         self.cmd.append(SIMBOOT)
