@@ -81,7 +81,7 @@ def sim_env(uarts=None, pinlog=None, wav=None, role=None, heap_report_ms=None, p
     if heap_report_ms:
         env[ENV_PREFIX + "HEAP_MS"] = str(int(heap_report_ms))
         if os.environ.get("ORGANBUS_HEAP_MAP"):  # the block map beside each report (measuring)
-            env[ENV_PREFIX + "HEAP_MAP"] = "1"
+            env[ENV_PREFIX + "HEAP_MAP"] = os.environ["ORGANBUS_HEAP_MAP"]
     return env
 
 
