@@ -17,7 +17,7 @@ from organbus.ticks import ticks_diff
 from master.hub import describe
 
 KEPT = ("plan", "rejected", "registered", "refused", "offline", "duplicate", "event")
-CAP = 4096  # bytes of the entries' JSON (a one-step plan's report: 190, an organ's arrival: 160)
+CAP = 3072  # bytes of the entries' JSON (a one-step plan's report: 190, an organ's arrival: 160)
 
 
 def stamper(clock, t0):
