@@ -56,6 +56,9 @@ class Hub:
         # event -> how many subscribers hear it: a hot path (a step per COMMAND_RESP) checks
         # `hub.wants["step"]` and skips the call when nobody asked for the event
         self.wants = {}
+        # event -> a tuple of the subscribers' fns that hear it, in subscription order (rebuilt
+        # on every (un)subscribe; events nobody hears are left out): a publish walks only those
+        self._to = {}
         for e in EVENTS:
             self.wants[e] = 0
         self.limit = limit
@@ -84,16 +87,16 @@ class Hub:
                 return
 
     def _count(self):
+        to = {}
         for e in EVENTS:
-            self.wants[e] = 0
-        for fn, events in self.subs:
-            for e in EVENTS if events is None else events:
-                self.wants[e] += 1
+            fns = [fn for fn, events in self.subs if events is None or e in events]
+            self.wants[e] = len(fns)
+            if fns:
+                to[e] = tuple(fns)
+        self._to = to
 
     def publish(self, event, port, data):
-        for fn, events in self.subs:
-            if events is not None and event not in events:
-                continue
+        for fn in self._to.get(event, ()):
             try:
                 fn(event, port, data)
             except Exception as e:  # a subscriber never raises into the bus

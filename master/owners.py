@@ -1,19 +1,18 @@
 # Which online organ owns each ability name: the source of the menu and of every COMMAND's port.
 #
-# Rebuilt on each registration change (`update`), never on the hot path: `owner(name)` is one
-# dict lookup of a tuple built here, so a dispatch allocates nothing.
+# Rebuilt on each registration change (`update`), never on the hot path: `owner(name)` is the
+# table dict's own `get` (one C call, bound once: the dict is refilled in place, never replaced)
+# of a tuple built here, so a dispatch allocates nothing.
 
 
 class Owners:
     """`owner(name) -> (port, capability, module_id) | None`, `capabilities()`, `version`."""
 
     def __init__(self):
-        self._by = {}  # name -> (Port, capability dict, module_id)
+        self._by = {}  # name -> (Port, capability dict, module_id); the same dict for life
+        self.owner = self._by.get  # owner(name) -> (Port, capability, module_id) | None
         self._caps = []  # menu capabilities (descriptor form plus module_id), registration order
         self.version = 0  # bumps on every change of the table
-
-    def owner(self, name):
-        return self._by.get(name)
 
     def names(self):
         return [c["name"] for c in self._caps]
@@ -45,7 +44,8 @@ class Owners:
             s.owned = owned
             s.new_duplicates = [n for n in dups if n not in s.duplicates]
             s.duplicates = dups
-        self._by = by
+        self._by.clear()  # in place: `owner` is this dict's bound get
+        self._by.update(by)
         self._caps = caps
         self.version += 1
         after = self.names()

@@ -3,6 +3,9 @@
 # Bytes come in (`feed`, from the port's UART reader); every legal frame keeps the port heard
 # and goes up to the organ registry (`organs.frame(port, ftype, payload, n, now)`), which
 # returns the lifecycle frame to answer with (ACK, DISCOVER) or None; the port sends it.
+# While an organ is registered here the registry gives the port its routes (`routes`, the
+# registry's one tuple): a COMMAND_RESP then goes straight to the scheduler and an EVENT to the
+# registry's reader, and a HEARTBEAT needs nothing more than the port's own last heard.
 # Frames go out through `send` and `command` (a COMMAND, from the scheduler: a COMMAND_RESP
 # is due, so the UART edge's reader waits for it in the poller). The heartbeat path (decoder -> _frame -> organs.frame) allocates
 # nothing. `poll(now) -> ms` runs the port's time rules: the decoder's quiet-line rule, the
@@ -10,13 +13,17 @@
 from micropython import const
 
 from organbus import frame
+from organbus.rxscan import TAKE as _TAKE
+from organbus.rxscan import run as _scan
 from organbus.ticks import ticks_diff
 
 RESP_TIMEOUT_MS = const(1000)  # section 5: a COMMAND_RESP comes within this or never
 _IDLE_MS = const(20)  # a pending candidate needs the quiet-line rule this soon (50 ms rule)
 _QUIET_MS = const(1000)  # nothing pending: the port's next own deadline is at most this far
-_COMMAND_RESP = const(0x11)  # frame.COMMAND_RESP, folded into the bytecode
-assert _COMMAND_RESP == frame.COMMAND_RESP
+_HEARTBEAT = const(0x03)  # frame types folded into the bytecode
+_COMMAND_RESP = const(0x11)
+_EVENT = const(0x20)
+assert (_HEARTBEAT, _COMMAND_RESP, _EVENT) == (frame.HEARTBEAT, frame.COMMAND_RESP, frame.EVENT)
 
 
 class Port:
@@ -30,6 +37,12 @@ class Port:
         self.organs = organs
         self.hub = hub
         self.decoder = frame.Decoder(self._frame)
+        # Set by the registry while an organ is registered on this port, else None: the tuple
+        # (resp_to, event_to): resp_to(port, status, now) takes a one-byte COMMAND_RESP (the
+        # scheduler's on_resp), event_to(port, payload, n, now) an EVENT (the registry's
+        # reader). One attribute, shared by the ports: a Port stays at 12 attributes, the
+        # size of an instance's first attribute table.
+        self.routes = None
         self.now = 0  # tick of the bytes being fed
         self.last_rx = None  # last heard: tick of the last legal frame, None before the first
         self.resp_due = False  # a COMMAND went out and its COMMAND_RESP has not come
@@ -40,13 +53,29 @@ class Port:
     def feed(self, data, now, n=-1):
         """Bytes read from the UART at tick `now` (data[:n], all when n < 0)."""
         self.now = now
-        self.decoder.feed(data, now, n)
+        # Decoder.feed's body, one call level less on every read
+        if n < 0:
+            n = len(data)
+        try:
+            _scan(self.decoder, self.decoder._mem, data, n, now, _TAKE)
+        except Exception as e:
+            self.decoder._resume(e, data, n)
 
     def _frame(self, ftype, payload, n):
         now = self.now
         self.last_rx = now
+        routes = self.routes
         if ftype == _COMMAND_RESP:
             self.resp_due = False
+            if n == 1 and routes is not None:
+                routes[0](self, payload[0], now)
+                return
+        elif ftype == _EVENT:
+            if routes is not None:
+                routes[1](self, payload, n, now)
+                return
+        elif ftype == _HEARTBEAT and routes is not None:
+            return  # a registered organ's heartbeat: heard, nothing to answer
         reply = self.organs.frame(self, ftype, payload, n, now)
         if reply is not None:
             self.send(reply)

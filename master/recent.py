@@ -9,7 +9,10 @@
 # plans, pinned holes all over a small heap until a plan's 416-byte coroutine found no block:
 # docs/master.md); a new entry overwrites the oldest ones it needs room from. An entry over a
 # quarter of `cap` loses its steps' params, then its steps (their count kept), and says so in
-# "cut". `items()` reads them back (only when /status is asked).
+# "cut". An organ's EVENT (one per continuous step, on the scheduler's hot path) is kept as it
+# came, (t_ms, port, (name, status)) (immutable, so safe to keep), no text and no bytes in the
+# buffer, and made an entry when the ring is read. `items()` reads them back (only when
+# /status is asked).
 import json
 
 from organbus.ticks import ticks_diff
@@ -65,6 +68,7 @@ class Recent:
         self.buf = bytearray(cap)
         self.starts = [0] * size
         self.lens = [0] * size
+        self.evs = [None] * size  # an EVENT's tuple, else None (its text is in `buf`)
         self.tail = 0  # the byte after the newest entry
         self.next = 0
         self.n = 0
@@ -72,6 +76,17 @@ class Recent:
         hub.subscribe(self.on_event, events)
 
     def on_event(self, event, port, data):
+        if event == "event":
+            e = (self.stamp(), port, data)
+            if self.n == self.size:
+                self._drop()
+            i = self.next
+            self.starts[i] = self.tail
+            self.lens[i] = 0
+            self.evs[i] = e
+            self.n += 1
+            self.next = (i + 1) % self.size
+            return
         e = {"t_ms": self.stamp(), "event": event}
         for k, v in describe(event, port, data):
             e[k] = v
@@ -92,6 +107,7 @@ class Recent:
         return (self.next - self.n) % self.size
 
     def _drop(self):
+        self.evs[self._oldest()] = None
         self.n -= 1
         self.dropped += 1
 
@@ -113,6 +129,7 @@ class Recent:
         i = self.next
         self.starts[i] = pos
         self.lens[i] = n
+        self.evs[i] = None
         self.tail = pos + n
         self.n += 1
         self.next = (i + 1) % self.size
@@ -122,6 +139,18 @@ class Recent:
         out = []
         for k in range(self.n):
             i = (self.next - self.n + k) % self.size
+            e = self.evs[i]
+            if e is not None:  # an EVENT's tuple as the dict describe() gives
+                out.append(
+                    {
+                        "t_ms": e[0],
+                        "event": "event",
+                        "port": e[1],
+                        "name": e[2][0],
+                        "status": e[2][1],
+                    }
+                )
+                continue
             a = self.starts[i]
             out.append(json.loads(bytes(mv[a : a + self.lens[i]])))
         return out

@@ -23,6 +23,8 @@ _DESCRIPTOR = const(0x01)
 _HEARTBEAT = const(0x03)
 _COMMAND_RESP = const(0x11)
 _EVENT = const(0x20)
+_EVENT_DONE = const(1)  # command.EVENT_DONE
+assert _EVENT_DONE == command.EVENT_DONE
 assert (_DESCRIPTOR, _HEARTBEAT, _COMMAND_RESP, _EVENT) == (
     frame.DESCRIPTOR,
     frame.HEARTBEAT,
@@ -87,6 +89,12 @@ class Registry:
         self._seq = 0
         self._seen = []  # module ids registered at least once (for "again")
         self.stray_events = 0
+        # the routes a Port takes while its organ is registered (Port.routes), one tuple
+        self._routes = (scheduler.on_resp, self._event)
+        # port number -> (capability names, command.name_table of them) of the organ
+        # registered there (its EVENT names are found in it; kept here, not in the Slot: one
+        # more Slot attribute would grow every Slot's attribute table)
+        self._names = {}
 
     def slot(self, index):
         return self._by[index]
@@ -112,7 +120,7 @@ class Registry:
             else:
                 s.bad_payloads += 1
         elif ftype == _EVENT:
-            self._event(s, port, payload, n, now)
+            self._event(port, payload, n, now)
         return None
 
     def poll(self, now):
@@ -163,6 +171,9 @@ class Registry:
         s.raw_n = n
         s.organ = d
         s.port = port
+        names = tuple([c["name"] for c in d["capabilities"]])
+        self._names[s.index] = (names, command.name_table(names))
+        port.routes = self._routes
         if not s.online:
             self._seq += 1
             s.seq = self._seq
@@ -174,6 +185,7 @@ class Registry:
 
     def _offline(self, s, now):
         s.online = False
+        s.port.routes = None
         self.hub.publish("offline", s.index, s)
         self._update()
         self.scheduler.on_offline(s.port, now)
@@ -190,21 +202,27 @@ class Registry:
                 self.hub.publish("duplicate", s.index, (s.organ["module_id"], name))
         self.hub.publish("menu", None, (self.owners.version, added, removed))
 
-    def _event(self, s, port, payload, n, now):
-        # command.decode_event's rules, read in place: kind, str8 name (valid UTF-8), status;
-        # the name is the one object made (str from the view: the UTF-8 check is the
-        # interpreter's own), where decode_event copies it twice and checks it in Python
+    def _event(self, port, payload, n, now):
+        # command.decode_event's rules, read in place: kind, str8 name (valid UTF-8), status.
+        # A name the organ declared is found in its name table and is that str (nothing
+        # made); another is made from the view (the UTF-8 check is the interpreter's own).
+        s = self._by[port.index]
         if n < 3 or payload[1] + 3 != n:
             s.bad_payloads += 1
             return
-        try:
-            name = str(payload[2 : n - 1], "utf-8")
-        except ValueError:  # UnicodeError (MicroPython), UnicodeDecodeError (CPython)
-            s.bad_payloads += 1
-            return
+        names = self._names[s.index]  # there while the organ is registered (routes are)
+        i = command.find_name_at(payload, 1, n - 1, names[1])
+        if i >= 0:
+            name = names[0][i]
+        else:
+            try:
+                name = str(payload[2 : n - 1], "utf-8")
+            except ValueError:  # UnicodeError (MicroPython), UnicodeDecodeError (CPython)
+                s.bad_payloads += 1
+                return
         kind = payload[0]
         status = payload[n - 1]
-        if kind != command.EVENT_DONE:
+        if kind != _EVENT_DONE:
             self.stray_events += 1
             return
         if self.hub.subs:

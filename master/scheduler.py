@@ -97,26 +97,21 @@ class Run:
                 else:
                     self.after[i].append(t)
         self.ready = sorted([self.pos[i] for i in range(n) if not self.waiting[i]])
+        # By plan index: (capability, COMMAND frame) encoded at admission for the owner of the
+        # time (Scheduler.submit), or None; a step sends it as it is while its owner's
+        # capability is still that object (else it is checked and encoded when it starts).
+        self.frames = [None] * n
 
-    def _good(self, s):
-        # s finished done or started: the steps waiting for it may have become ready
-        after = self.after[s.key[2]]
-        if after is None:
-            return
-        waiting = self.waiting
+    def _insert(self, k):
+        # order position k joins ready, which stays ascending (it holds a few entries); the
+        # common case, k after every entry, is an append in Scheduler._finish
         ready = self.ready
-        for t in after:
-            i = t.key[2]
-            w = waiting[i] - 1
-            waiting[i] = w
-            if w == 0 and t.status == PENDING:
-                k = self.pos[i]
-                j = len(ready)
-                ready.append(k)
-                while j and ready[j - 1] > k:  # keep it ascending (it holds a few entries)
-                    ready[j] = ready[j - 1]
-                    j -= 1
-                ready[j] = k
+        j = len(ready)
+        ready.append(k)
+        while j and ready[j - 1] > k:
+            ready[j] = ready[j - 1]
+            j -= 1
+        ready[j] = k
 
     def _drop_started(self):
         # ready keeps only pending steps (in place: nothing allocated)
@@ -146,6 +141,23 @@ def _key(s):
     return s.key
 
 
+def _before(s, t):
+    # s comes before t in plan order (older plan, then plan index)
+    a = s.run.seq
+    b = t.run.seq
+    return a < b or (a == b and s.key[2] < t.key[2])
+
+
+def _same_params(params, given):
+    # the capability's params (descriptor form) are exactly the names the plan gives
+    if len(params) != len(given):
+        return False
+    for p in params:
+        if p["name"] not in given:
+            return False
+    return True
+
+
 def command_frame(cap, params):
     """The COMMAND frame for `cap` (descriptor form) with validated `params` (dict by name)."""
     values = []
@@ -169,12 +181,15 @@ class Scheduler:
         self.hub = hub
         self._wants = hub.wants  # the per-step publishes are skipped when nobody hears "step"
         self.runs = []
-        self.outstanding = {}  # Port -> Step awaiting COMMAND_RESP
+        # keyed by the port's number: hashing a Port (a class instance) looks up __hash__ and
+        # __eq__ in its class on every access, a small int hashes as itself
+        self.outstanding = {}  # port number -> Step awaiting COMMAND_RESP
+        self.running = []  # the RUNNING steps of every run (the EVENT done they wait for)
         self.groups = {}  # resource group -> Step holding it
         self._seq = 0
         self.stray_resps = 0
         self.sent = 0
-        self.late = {}  # Port -> (timed-out Step, tick of its timeout) during SETTLE_MS
+        self.late = {}  # port number -> (timed-out Step, tick of its timeout) during SETTLE_MS
         self._frames = {}  # name -> (capability, COMMAND frame) of abilities without params
 
     # -- inputs ----------------------------------------------------------------------------
@@ -189,6 +204,7 @@ class Scheduler:
                 on_done(run)
             return run
         self.runs.append(run)
+        self._encode(run)
         self._dispatch(now)
         return run
 
@@ -206,10 +222,10 @@ class Scheduler:
         self._dispatch(now)
 
     def on_resp(self, port, status, now):
-        s = self.outstanding.pop(port, None)
+        s = self.outstanding.pop(port.index, None)
         if s is None:
             self.stray_resps += 1
-            late = self.late.get(port)
+            late = self.late.get(port.index)
             if late is not None and late[0].run in self.runs:
                 t = late[0]
                 t.run.notes.append(
@@ -230,30 +246,40 @@ class Scheduler:
             self._finish(s, REFUSED, now, True)
         elif cap["exec_type"] != "immediate" and cap["max_duration_ms"] > 0:  # _continuous
             s.status = RUNNING  # its COMMAND_RESP tick is t_sent + ms
+            self.running.append(s)
             if self._wants["step"]:
                 self.hub.publish("step", s.port.index, s)
+            # its link is free again, its group still held: with one plan, only a ready
+            # step of that plan could go now
+            if len(self.runs) != 1 or s.run.ready:
+                self._dispatch(now)
+            return
         else:
             self._finish(s, DONE, now, True)
         self._dispatch(now)
 
     def on_event(self, port, name, status, now):
-        """EVENT done from `port`; returns True when it finished a running step."""
-        for run in self.runs:
-            for s in run.steps:
-                if s.port is port and s.status == RUNNING and s.action == name:
-                    s.ms = ticks_diff(now, s.t_sent)
-                    if status == 0:
-                        self._finish(s, DONE, now)
-                    else:
-                        s.reason = "EVENT status %d: stopped early or failed" % status
-                        self._finish(s, STOPPED, now)
-                    self._dispatch(now)
-                    return True
-        return False
+        """EVENT done from `port`; returns True when it finished a running step (the first
+        running step of that port and name in plan order: older plan, then plan index)."""
+        hit = None
+        for s in self.running:
+            if s.port is port and s.action == name:
+                if hit is None or _before(s, hit):
+                    hit = s
+        if hit is None:
+            return False
+        hit.ms = ticks_diff(now, hit.t_sent)
+        if status == 0:
+            self._finish(hit, DONE, now)
+        else:
+            hit.reason = "EVENT status %d: stopped early or failed" % status
+            self._finish(hit, STOPPED, now)
+        self._dispatch(now)
+        return True
 
     def on_offline(self, port, now):
         """The organ on `port` went offline: its steps in flight and its waiting steps fail."""
-        self.outstanding.pop(port, None)
+        self.outstanding.pop(port.index, None)
         for run in list(self.runs):
             for s in run.steps:
                 if s.status in (SENT, RUNNING) and s.port == port:
@@ -277,9 +303,9 @@ class Scheduler:
         for run in list(self.runs):
             for s in run.steps:
                 if s.status == SENT and ticks_diff(now, s.t_sent) >= RESP_TIMEOUT_MS:
-                    if self.outstanding.get(s.port) is s:
-                        del self.outstanding[s.port]
-                    self.late[s.port] = (s, now)
+                    if self.outstanding.get(s.port.index) is s:
+                        del self.outstanding[s.port.index]
+                    self.late[s.port.index] = (s, now)
                     s.ms = ticks_diff(now, s.t_sent)
                     s.reason = "no COMMAND_RESP from %s within %d ms" % (
                         s.own[2],
@@ -337,6 +363,7 @@ class Scheduler:
         # answered: its COMMAND_RESP came now (on_resp), or earlier (a RUNNING step)
         if s.status == RUNNING:
             answered = True
+            self.running.remove(s)
         s.status = status
         own = s.own
         if own is not None:  # _release, inline on the hot path
@@ -349,7 +376,21 @@ class Scheduler:
         run.left -= 1
         good = status == DONE or status == STARTED
         if good:
-            run._good(s)
+            after = run.after[s.key[2]]
+            if after is not None:
+                # the steps waiting for s may be ready now (Run.ready kept ascending)
+                waiting = run.waiting
+                ready = run.ready
+                for t in after:
+                    i = t.key[2]
+                    w = waiting[i] - 1
+                    waiting[i] = w
+                    if w == 0 and t.status == PENDING:
+                        k = run.pos[i]
+                        if ready and ready[-1] > k:
+                            run._insert(k)
+                        else:
+                            ready.append(k)
         if not answered and run.on_accept:
             run.on_accept(s.task_id, status)
         if not good:
@@ -388,6 +429,23 @@ class Scheduler:
             c = self._frames[name] = (cap, command_frame(cap, params))
         return c[1]
 
+    def _encode(self, run):
+        # Admission: each step's COMMAND encoded once for the owner of now, so a dispatch only
+        # hands ready bytes to the port (a step whose owner is missing, has other params or
+        # cannot be encoded is left to _start, which says why).
+        frames = run.frames
+        for s in run.steps:
+            own = self.owner(s.action)
+            if own is None:
+                continue
+            cap = own[1]
+            if not _same_params(cap["params"], s.params):
+                continue
+            try:
+                frames[s.key[2]] = (cap, self._frame(cap, s.params))
+            except (ValueError, OverflowError):
+                pass
+
     def _dispatch(self, now):
         # Steps only leave the ready set while dispatching (sent, or finished as offline,
         # refused or skipped): none becomes ready, so one pass in order is enough. Only the
@@ -397,12 +455,25 @@ class Scheduler:
         runs = self.runs
         if len(runs) == 1:
             run = runs[0]
+            ready = run.ready
+            if not ready:
+                return
             order = run.order
-            for k in run.ready:
-                s = order[k]
+            if len(ready) == 1:  # the common case: one ready step
+                s = order[ready[0]]
                 if s.status == pending:
                     self._start(s, now)
-            run._drop_started()
+            else:
+                for k in ready:
+                    s = order[k]
+                    if s.status == pending:
+                        self._start(s, now)
+            # ready keeps only pending steps (what _start did may have changed it)
+            if len(ready) == 1:
+                if order[ready[0]].status != pending:
+                    ready.pop()
+            elif ready:
+                run._drop_started()
             return
         for s in self._candidates():
             if s.status == pending:
@@ -419,35 +490,36 @@ class Scheduler:
             return
         port, cap, module_id = own
         group = cap["resource_group"]
-        if port in self.outstanding or (group and group in self.groups):
+        link = port.index
+        if link in self.outstanding or (group and group in self.groups):
             return
-        late = self.late.get(port)
-        if late is not None:
-            if ticks_diff(now, late[1]) < SETTLE_MS:
+        if self.late:
+            late = self.late.get(link)
+            if late is not None:
+                if ticks_diff(now, late[1]) < SETTLE_MS:
+                    return
+                del self.late[link]
+        c = s.run.frames[s.key[2]]
+        if c is not None and c[0] is cap:
+            f = c[1]  # encoded at admission for this very capability
+        else:
+            if not _same_params(cap["params"], s.params):
+                s.reason = "%s changed its params since the plan was checked" % module_id
+                self._finish(s, REFUSED, now)
                 return
-            del self.late[port]
-        params = cap["params"]
-        same = len(params) == len(s.params)
-        if same:
-            for p in params:
-                if p["name"] not in s.params:
-                    same = False
-                    break
-        if not same:
-            s.reason = "%s changed its params since the plan was checked" % module_id
-            self._finish(s, REFUSED, now)
-            return
+            try:
+                f = self._frame(cap, s.params)
+            except (ValueError, OverflowError) as e:  # validation keeps this from happening
+                s.port = port
+                s.own = own
+                s.reason = "COMMAND not encodable: %s" % e
+                self._finish(s, REFUSED, now)
+                return
         s.port = port
         s.own = own
-        try:
-            f = self._frame(cap, s.params)
-        except (ValueError, OverflowError) as e:  # validation keeps this from happening
-            s.reason = "COMMAND not encodable: %s" % e
-            self._finish(s, REFUSED, now)
-            return
         s.status = SENT
         s.t_sent = now
-        self.outstanding[port] = s
+        self.outstanding[link] = s
         if group:
             self.groups[group] = s
         self.sent += 1

@@ -39,7 +39,9 @@ class Status:
         self.parts.append((key, fn))
 
     def on_event(self, event, port, data):
-        if event == "plan":
+        if event == "event":  # first: one per continuous step, on the scheduler's hot path
+            self.events += 1
+        elif event == "plan":
             self.finished += 1
             steps = self.steps
             for s in data.steps:
@@ -47,8 +49,6 @@ class Status:
                     steps[s.status] += 1
         elif event == "rejected":
             self.rejected += 1
-        elif event == "event":
-            self.events += 1
         elif event == "offline":
             self.offline += 1
         elif event == "decoder":

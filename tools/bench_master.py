@@ -57,7 +57,7 @@ def _overhead():
     import master_fakes as mf
     from master.body import build
 
-    out = []
+    out = _Wire()
     now = [0]
     body = build({0: _Out(out, 0), 1: _Out(out, 1)}, lambda: now[0])
     reg = _Feeder(body)
@@ -76,17 +76,56 @@ def _overhead():
     }
 
 
+class _Wire:
+    # The frames the ports handed over, oldest first, in preallocated lists: the real UART
+    # edge's send allocates nothing (master/uart.py), so neither does the rig's tx, and a
+    # step's count or heap figure is the master's own. Frames are taken (pop) soon after
+    # they are put: the lists start over whenever every frame was taken.
+    def __init__(self, size=64):
+        self.ports = [0] * size
+        self.frames = [None] * size
+        self.start = 0
+        self.end = 0
+
+    def put(self, port, f):
+        i = self.end  # an IndexError past `size` frames not taken
+        self.ports[i] = port
+        self.frames[i] = f
+        self.end = i + 1
+
+    def pop(self, _first=0):
+        """(port, frame) of the oldest frame; IndexError when there is none."""
+        i = self.start
+        if i >= self.end:
+            raise IndexError("bench wire: no frame")
+        f = self.frames[i]
+        self.frames[i] = None
+        if i + 1 == self.end:
+            self.start = self.end = 0
+        else:
+            self.start = i + 1
+        return self.ports[i], f
+
+    def clear(self):
+        for i in range(self.start, self.end):
+            self.frames[i] = None
+        self.start = self.end = 0
+
+    def __len__(self):
+        return self.end - self.start
+
+
 class _Out:
-    # a port's tx for the overhead figures: frames collected as (port, frame)
+    # a port's tx for the overhead figures: frames onto the wire as (port, frame)
     def __init__(self, out, port):
         self.out = out
         self.port = port
 
     def send(self, f):
-        self.out.append((self.port, f))
+        self.out.put(self.port, f)
 
     def command(self, f):
-        self.out.append((self.port, f))
+        self.out.put(self.port, f)
 
     def unread(self):
         return False
@@ -122,7 +161,7 @@ def _steps(body, reg, out, raw, now):
     per_step = []
     heap_step = []
     for _ in range(ROUNDS):
-        del out[:]
+        out.clear()
         gc.collect()
         t0 = _ticks()
         kind, run = body.submit(raw)

@@ -62,3 +62,24 @@ def test_bad_sizes_are_refused():
             assert "recent ring" in str(e)
         else:
             raise AssertionError("accepted size %d cap %d" % (size, cap))
+
+
+def test_organ_events_kept_as_tuples_beside_text_entries_in_order():
+    hub, r = _ring(cap=512, size=8)
+    want = []
+    for k in range(60):
+        if k % 3:
+            hub.publish("event", k % 2, ("tick%d" % k, "done"))
+            want.append(("event", "tick%d" % k))
+        else:
+            hub.publish("rejected", None, ["p%d %s" % (k, "z" * (k % 40))])
+            want.append(("rejected", "p%d" % k))
+        items = r.items()
+        got = [
+            (e["event"], e["name"] if e["event"] == "event" else e["problems"][0].split()[0])
+            for e in items
+        ]
+        assert got == want[len(want) - len(got) :], k
+        assert 1 <= len(items) <= 8
+    e = [x for x in r.items() if x["event"] == "event"][-1]
+    assert set(e) == {"t_ms", "event", "port", "name", "status"} and e["status"] == "done", e

@@ -310,6 +310,22 @@ def test_console_waits_for_a_lagging_pin_log_before_printing_later_events():
     assert kinds == ["led", "audio"], kinds
 
 
+def test_console_output_waits_for_a_lagging_pin_log_to_reach_its_time():
+    # A line printed now (a menu, a report) comes after every event that happened before it,
+    # also one whose pin log has not been read up to now yet.
+    import io
+    import threading
+
+    body, out = _LaggingBody(), io.StringIO()
+    c = Console(body, as_json=True, out=out)
+    c.opened = True
+    c.hold(time.monotonic() - 0.05, "led", "LED on")
+    threading.Timer(0.2, lambda: setattr(body, "seen", float("inf"))).start()
+    c.emit("menu", "menu (6 abilities)")
+    kinds = [json.loads(x)["kind"] for x in out.getvalue().splitlines()]
+    assert kinds == ["led", "menu"], kinds
+
+
 def test_console_reads_a_plan_spanning_lines():
     c = Console(_NoBody())
     src = [

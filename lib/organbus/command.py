@@ -91,6 +91,29 @@ if sys.implementation.name == "micropython":
             p += m + 1
             idx += 1
 
+    @micropython.viper
+    def find_name_at(payload: ptr8, off: int, n: int, table: ptr8) -> int:
+        """find_name for a str8 name at payload[off] (an EVENT's is at 1), within payload[:n]."""
+        if off < 0 or off >= n:
+            return -1
+        k = int(payload[off])
+        if off + k >= n:
+            return -1
+        idx = 0
+        p = 0
+        while True:
+            m = int(table[p])
+            if m == 0:
+                return -1
+            if m == k:
+                i = 0
+                while i < k and payload[off + 1 + i] == table[p + 1 + i]:
+                    i += 1
+                if i == k:
+                    return idx
+            p += m + 1
+            idx += 1
+
 else:
 
     def find_name(payload, n, table):
@@ -99,6 +122,21 @@ else:
             return -1
         k = payload[0]
         name = bytes(payload[1 : 1 + k])
+        idx = p = 0
+        while table[p]:
+            m = table[p]
+            if m == k and table[p + 1 : p + 1 + m] == name:
+                return idx
+            p += m + 1
+            idx += 1
+        return -1
+
+    def find_name_at(payload, off, n, table):
+        """find_name for a str8 name at payload[off] (an EVENT's is at 1), within payload[:n]."""
+        if off < 0 or off >= n or off + payload[off] >= n:
+            return -1
+        k = payload[off]
+        name = bytes(payload[off + 1 : off + 1 + k])
         idx = p = 0
         while table[p]:
             m = table[p]

@@ -145,7 +145,9 @@ class Console:
             self.opened = True
             self.flush(time.monotonic())
             return
-        self.flush(time.monotonic())
+        now = time.monotonic()
+        self._wait_seen(now)
+        self.flush(now)
         self._write(kind, text, fields)
 
     def _write(self, kind, text, fields):
@@ -198,10 +200,14 @@ class Console:
         """Waits until every event that happened before now is printed."""
         upto = time.monotonic()
         time.sleep(HOLD_S)
-        end = upto + SETTLE_MAX_S
+        self._wait_seen(upto)
+        self.flush(upto)
+
+    def _wait_seen(self, upto):
+        """Waits (at most SETTLE_MAX_S) until every pin log has been read up to `upto`."""
+        end = time.monotonic() + SETTLE_MAX_S
         while self._seen() < upto and time.monotonic() < end:
             time.sleep(0.01)
-        self.flush(upto)
 
     def _seen(self):
         seen = getattr(self.body, "pin_logs_seen", None)

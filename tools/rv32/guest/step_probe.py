@@ -8,11 +8,11 @@ from organbus import frame
 
 
 def rig():
-    from bench_master import _Feeder, _Out
+    from bench_master import _Feeder, _Out, _Wire
     import master_fakes as mf
     from master.body import build
 
-    out = []
+    out = _Wire()
     now = [0]
     body = build({0: _Out(out, 0), 1: _Out(out, 1)}, lambda: now[0])
     reg = _Feeder(body)
@@ -47,12 +47,15 @@ def main():
         def frame(self, port, ftype, payload, n, now):
             return None
 
+    routes = p0.routes
+    p0.routes = None  # a registered organ's COMMAND_RESP skips the registry
     p0.organs = Null()
     print("port.feed -> null registry", best(p0.feed, resp, 0))
     p0.organs = real
-    # 3. registry.frame with no step outstanding (a stray resp)
+    p0.routes = routes
+    # 3. a stray COMMAND_RESP (no step outstanding): port -> scheduler.on_resp
     sch = body.scheduler
-    print("port.feed -> registry -> stray on_resp", best(p0.feed, resp, 0))
+    print("port.feed -> stray on_resp", best(p0.feed, resp, 0))
     # 4. dispatch with nothing to do, plan running
     kind, run = body.submit(raw)
     print("submitted", kind)
@@ -70,7 +73,7 @@ def main():
 
     print("decode_event", best(command.decode_event, memoryview(ev)[5:], len(ev) - 8))
     print("port.command", best(p0.command, resp, 0))
-    del out[:]
+    out.clear()
 
 
 main()
@@ -88,7 +91,7 @@ def live():
     events = {}
     for mode in ("feed", "direct", "split", "nocollect"):
         rows = []
-        del out[:]
+        out.clear()
         kind, run = body.submit(raw)
         while not run.finished:
             pi, f = out.pop(0)
