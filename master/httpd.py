@@ -425,22 +425,21 @@ async def write_json(writer, obj, timeout_s, buf=None):
         if n + k > size:
             if n:
                 writer.write(mv[:n])
-                if _held(writer):
-                    await asyncio.wait_for(writer.drain(), timeout_s)
-                else:
-                    await writer.drain()
+                await _drain(writer, timeout_s)
                 n = 0
             if k > size:  # a long scalar (a description): as it is
                 writer.write(p)
-                if _held(writer):
-                    await asyncio.wait_for(writer.drain(), timeout_s)
-                else:
-                    await writer.drain()
+                await _drain(writer, timeout_s)
                 continue
         mv[n : n + k] = p
         n += k
     if n:
         writer.write(mv[:n])
+    await _drain(writer, timeout_s)
+
+
+async def _drain(writer, timeout_s):
+    # wait_for (a task and a timer) only when the stream holds bytes the socket has not taken
     if _held(writer):
         await asyncio.wait_for(writer.drain(), timeout_s)
     else:
@@ -541,10 +540,7 @@ class HttpServer:
         writer.write(head)
         if content:
             writer.write(content)
-        if _held(writer):
-            await asyncio.wait_for(writer.drain(), timeout_s)
-        else:
-            await writer.drain()
+        await _drain(writer, timeout_s)
 
     async def _read_head(self, reader):
         buf = b""
