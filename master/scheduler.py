@@ -255,7 +255,8 @@ class Scheduler:
                 self._dispatch(now)
             return
         else:
-            self._finish(s, DONE, now, True)
+            self._advance(s, now)
+            return
         self._dispatch(now)
 
     def on_event(self, port, name, status, now):
@@ -270,7 +271,10 @@ class Scheduler:
             return False
         hit.ms = ticks_diff(now, hit.t_sent)
         if status == 0:
-            self._finish(hit, DONE, now)
+            self.running.remove(hit)
+            hit.status = SENT  # answered earlier: _advance takes it as a step just answered
+            self._advance(hit, now)
+            return True
         else:
             hit.reason = "EVENT status %d: stopped early or failed" % status
             self._finish(hit, STOPPED, now)
@@ -406,6 +410,76 @@ class Scheduler:
             self.hub.publish("plan", None, run)
             if run.on_done:
                 run.on_done(run)
+
+    def _advance(self, s, now):
+        # The hot path, one call from on_resp (immediate, answered 0) and on_event (done): the
+        # answered step s (not RUNNING) ends DONE, its dependents become ready and, with one
+        # plan, the one ready step starts: _finish, _dispatch and _start inline for that case,
+        # the same state changes in the same order. Any other case goes the general way.
+        run = s.run
+        runs = self.runs
+        if run.left == 1 or len(runs) != 1 or self._wants["step"]:
+            self._finish(s, DONE, now, True)
+            self._dispatch(now)
+            return
+        s.status = DONE
+        own = s.own
+        groups = self.groups
+        group = own[1]["resource_group"]
+        if group and groups.get(group) is s:
+            del groups[group]
+        run.left -= 1
+        ready = run.ready
+        after = run.after[s.key[2]]
+        if after is not None:
+            waiting = run.waiting
+            for t in after:
+                i = t.key[2]
+                w = waiting[i] - 1
+                waiting[i] = w
+                if w == 0 and t.status == PENDING:
+                    k = run.pos[i]
+                    if ready and ready[-1] > k:
+                        run._insert(k)
+                    else:
+                        ready.append(k)
+        # _dispatch with one run
+        if len(ready) != 1:
+            if ready:
+                self._dispatch(now)
+            return
+        t = run.order[ready[0]]
+        if t.status != PENDING:
+            ready.pop()
+            return
+        # _start's common case: the owner's link and group free, no late answer settling, the
+        # COMMAND admitted for this very capability; anything else is _start's
+        own = self.owner(t.action)
+        c = run.frames[t.key[2]]
+        if own is None or c is None or c[0] is not own[1] or self.late:
+            self._start(t, now)
+            if len(ready) == 1:  # as _dispatch leaves it
+                if run.order[ready[0]].status != PENDING:
+                    ready.pop()
+            elif ready:
+                run._drop_started()
+            return
+        port = own[0]
+        link = port.index
+        outstanding = self.outstanding
+        group = own[1]["resource_group"]
+        if link in outstanding or (group and group in groups):
+            return
+        t.port = port
+        t.own = own
+        t.status = SENT
+        t.t_sent = now
+        outstanding[link] = t
+        if group:
+            groups[group] = t
+        self.sent += 1
+        ready.pop()
+        port.command(c[1], now)
 
     def _candidates(self):
         # The ready steps of every run in dispatch order (priority, older plan, plan order);
