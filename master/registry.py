@@ -11,6 +11,7 @@ from micropython import const
 
 from organbus import command
 from organbus import frame
+from organbus.command import find_name_at as _find_name_at
 from organbus.descriptor import DescriptorError, decode_descriptor
 from organbus.ticks import ticks_diff
 
@@ -213,7 +214,7 @@ class Registry:
             self._by[index].bad_payloads += 1
             return
         names = self._names[index]  # there while the organ is registered (routes are)
-        i = command.find_name_at(payload, 1, n - 1, names[1])
+        i = _find_name_at(payload, 1, n - 1, names[1])
         if i >= 0:
             name = names[0][i]
         else:

@@ -234,7 +234,8 @@ class Scheduler:
                 )
             return
         s.ms = ticks_diff(now, s.t_sent)
-        on_accept = s.run.on_accept
+        run = s.run
+        on_accept = run.on_accept
         if on_accept:
             on_accept(s.task_id, status)
         cap = s.own[1]
@@ -251,7 +252,7 @@ class Scheduler:
                 self.hub.publish("step", s.port.index, s)
             # its link is free again, its group still held: with one plan, only a ready
             # step of that plan could go now
-            if len(self.runs) != 1 or s.run.ready:
+            if len(self.runs) != 1 or run.ready:
                 self._dispatch(now)
             return
         else:
