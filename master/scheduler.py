@@ -80,23 +80,24 @@ class Run:
                 self.steps[i].deps = tuple([by_id[d] for d in st["depends_on"]])
         self.order = sorted(self.steps, key=_key)  # dispatch order within this plan
         self.left = n = len(self.steps)
-        # Readiness kept up to date instead of searched for: by plan index, how many of a
-        # step's deps are not yet good (`waiting`) and the steps that depend on it (`after`);
-        # `ready` holds the order positions of the pending steps whose deps are all good,
+        # Readiness kept up to date instead of searched for, in order positions (a step's
+        # place in `order`): how many of a step's deps are not yet good (`waiting`, by
+        # position), the positions of the steps that depend on a step (`after`, by plan
+        # index); `ready` holds the positions of the pending steps whose deps are all good,
         # ascending (so in dispatch order). Built here, once per plan.
-        self.pos = [0] * n  # plan index -> position in order
+        pos = [0] * n  # plan index -> position in order
         for k, t in enumerate(self.order):
-            self.pos[t.key[2]] = k
-        self.waiting = [len(t.deps) for t in self.steps]
-        self.after = [None] * n
+            pos[t.key[2]] = k
+        self.waiting = [len(t.deps) for t in self.order]
+        self.after = after = [None] * n
         for t in self.steps:
             for d in t.deps:
                 i = d.key[2]
-                if self.after[i] is None:
-                    self.after[i] = [t]
+                if after[i] is None:
+                    after[i] = [pos[t.key[2]]]
                 else:
-                    self.after[i].append(t)
-        self.ready = sorted([self.pos[i] for i in range(n) if not self.waiting[i]])
+                    after[i].append(pos[t.key[2]])
+        self.ready = sorted([k for k in range(n) if not self.waiting[k]])
         # By plan index: (capability, COMMAND frame) encoded at admission for the owner of the
         # time (Scheduler.submit), or None; a step sends it as it is while its owner's
         # capability is still that object (else it is checked and encoded when it starts).
@@ -386,12 +387,11 @@ class Scheduler:
                 # the steps waiting for s may be ready now (Run.ready kept ascending)
                 waiting = run.waiting
                 ready = run.ready
-                for t in after:
-                    i = t.key[2]
-                    w = waiting[i] - 1
-                    waiting[i] = w
-                    if w == 0 and t.status == PENDING:
-                        k = run.pos[i]
+                order = run.order
+                for k in after:
+                    w = waiting[k] - 1
+                    waiting[k] = w
+                    if w == 0 and order[k].status == PENDING:
                         if ready and ready[-1] > k:
                             run._insert(k)
                         else:
@@ -432,14 +432,13 @@ class Scheduler:
         run.left -= 1
         ready = run.ready
         after = run.after[s.key[2]]
+        order = run.order
         if after is not None:
             waiting = run.waiting
-            for t in after:
-                i = t.key[2]
-                w = waiting[i] - 1
-                waiting[i] = w
-                if w == 0 and t.status == PENDING:
-                    k = run.pos[i]
+            for k in after:
+                w = waiting[k] - 1
+                waiting[k] = w
+                if w == 0 and order[k].status == PENDING:
                     if ready and ready[-1] > k:
                         run._insert(k)
                     else:
@@ -449,7 +448,7 @@ class Scheduler:
             if ready:
                 self._dispatch(now)
             return
-        t = run.order[ready[0]]
+        t = order[ready[0]]
         if t.status != PENDING:
             ready.pop()
             return
@@ -460,7 +459,7 @@ class Scheduler:
         if own is None or c is None or c[0] is not own[1] or self.late:
             self._start(t, now)
             if len(ready) == 1:  # as _dispatch leaves it
-                if run.order[ready[0]].status != PENDING:
+                if order[ready[0]].status != PENDING:
                     ready.pop()
             elif ready:
                 run._drop_started()
