@@ -488,7 +488,11 @@ class HttpServer:
         timeout_s = self.cfg["write_timeout_ms"] / 1000
         if isinstance(payload, (dict, list, tuple)):  # JSON in pieces, its length counted first
             writer.write(_head(status, headers, "application/json", json_length(payload)))
-            await write_json(writer, payload, timeout_s, self.out)
+            try:
+                await write_json(writer, payload, timeout_s, self.out)
+            except MemoryError:  # the head is out: no 503 can follow, the answer is cut short
+                self.low_memory += 1
+                raise OSError("out of memory in the middle of a %d answer" % status)
             return
         head, content = response_parts(status, payload, headers)
         payload = None

@@ -78,3 +78,29 @@ def test_write_json_gives_the_socket_at_most_one_buffer_at_a_time():
     asyncio.run(httpd.write_json(w, obj, 5))
     assert b"".join(w.writes) == json.dumps(obj).encode()
     assert [len(x) for x in w.writes if len(x) > 512] == [702, 702], "long scalars go as they are"
+
+
+def test_out_of_memory_after_the_head_cuts_the_answer_never_appends_a_503():
+    # A MemoryError while the body is written (a fragmented heap) must not write a whole
+    # 503 answer after the 200 head already sent: the connection is closed instead.
+    srv = httpd.HttpServer({})
+    real = httpd.write_json
+
+    async def runs_out(writer, obj, timeout_s, buf=None):
+        writer.write(b'{"a": [1, ')
+        raise MemoryError
+
+    w = Writer()
+    httpd.write_json = runs_out
+    try:
+        asyncio.run(srv._send(w, 200, {"a": [1, 2, 3], "b": "c"}))
+    except OSError:
+        pass
+    else:
+        assert False, "an answer that ran out of memory went on as if complete"
+    finally:
+        httpd.write_json = real
+    sent = b"".join(w.writes)
+    assert sent.startswith(b"HTTP/1.1 200 "), sent
+    assert b"503" not in sent and sent.count(b"HTTP/1.1") == 1, sent
+    assert srv.low_memory == 1

@@ -299,7 +299,7 @@ if sys.implementation.name == "micropython":
                     continue
                 slot = 6
                 f = fnz
-                bw = 100
+                bw = 200  # the nasal zero: wider than the pole (a shallower notch)
                 norm = 0
             elif r == 1:
                 if not nasal:

@@ -197,7 +197,7 @@ def frame_pure(co, st, fp, memo, tabs):
         if r == 0:
             if not nasal:
                 continue
-            slot, f, bw, norm = 6, fnz, 100, 0
+            slot, f, bw, norm = 6, fnz, 200, 0  # the nasal zero: wider than the pole
         elif r == 1:
             if not nasal:
                 continue

@@ -27,7 +27,11 @@ _BURST = {"p": 1, "b": 1, "t": 2, "d": 2, "k": 3, "g": 3}
 _F5P = {"s": 4700, "z": 4700, "T": 4400, "D": 4400, "t": 4400, "d": 4400}
 _DEFAULT_F5P = 3900
 # Nasal murmur antiresonance (Hz) by place: labial low, alveolar mid, velar high.
-_FNZ = {"m": 1000, "n": 1500, "N": 2300}
+_FNZ = {"m": 800, "n": 1500, "N": 2300}
+# Locus equations (F2 and F3 at a consonant-vowel boundary = locus + k% * (vowel - locus)) by
+# place: (F2 locus, k2, F3 locus, k3) for labials, dentals /T D/, palatals /s z S Z C J/ (the
+# sibilants' high F2) and other alveolars. Velars have no fixed locus (see _locus).
+_LOCI = (800, 65, 2200, 60, 1500, 50, 2600, 50, 2100, 30, 2700, 50, 1800, 60, 2700, 50)
 
 
 def _weight(kind):
@@ -239,6 +243,41 @@ class Speech:
             wa = wb = 1
         for j in range(3):
             out[o + j] = (tg[j] * wa + tg[3 + j] * wb) // (wa + wb)
+        self._locus(cl, a, b, out, o)
+
+    def _locus(self, cl, a, b, out, o):
+        """Place of articulation in the transition: a stop, nasal or fricative beside a vowel
+        moves F2/F3 at their boundary to locus + k * (vowel - locus) (locus equations)."""
+        f = P.PARAMS
+        ka = f[cl.ph[a] * P.NFIELD]
+        kb = f[cl.ph[b] * P.NFIELD]
+        if ka & P.VOWEL and not kb & P.VOWEL:
+            c, kc, v = cl.ph[b], kb, 0  # vowel -> consonant: the vowel's end target
+        elif kb & P.VOWEL and not ka & P.VOWEL:
+            c, kc, v = cl.ph[a], ka, 3  # consonant -> vowel: its start target
+        else:
+            return
+        if not kc & (P.STOP | P.NASAL | P.FRIC):
+            return
+        tg = self._tg
+        f2v, f3v = tg[v + 1], tg[v + 2]
+        if kc & P.VELAR:
+            # no fixed locus: F2 a little above the vowel's, F3 close above it (the pinch)
+            f2 = f2v + (150 if f2v >= 1500 else 100)
+            out[o + 1] = f2
+            out[o + 2] = f2 + 400 if f3v < f2 + 400 else f3v
+            return
+        code = P.CODES[c]
+        if kc & P.LABIAL:
+            row = 0
+        elif code in "TD":
+            row = 4
+        elif code in "SZCJ":
+            row = 8
+        else:
+            row = 12
+        out[o + 1] = _LOCI[row] + _LOCI[row + 1] * (f2v - _LOCI[row]) // 100
+        out[o + 2] = _LOCI[row + 2] + _LOCI[row + 3] * (f3v - _LOCI[row + 2]) // 100
 
     def _frame_gen(self, cl):
         syn = self._syn

@@ -1,4 +1,5 @@
 # The virtual body: master, LED organ and speaker organ processes on two paced cables.
+import http.client
 import json
 import os
 import socket
@@ -300,6 +301,8 @@ class VirtualBody:
                 status, raw = r.status, r.read()
         except urllib.error.HTTPError as e:
             status, raw = e.code, e.read()
+        except http.client.HTTPException as e:  # e.g. an answer cut short: the caller's OSError
+            raise OSError("the master's answer to %s %s broke off: %r" % (method, path, e))
         try:
             return status, json.loads(raw)
         except ValueError:
