@@ -25,6 +25,7 @@ _LINGER_MAX = const(65536)
 _LINGER_MS = const(300)
 _RATE_CLIENTS = const(16)
 _STREAMING = const(2)  # conns record [3]: a streamed answer, its request slot given back
+_SPARE = const(640)  # bytes held back at boot for a request that finds no block (_conn)
 _OUT = const(512)  # bytes of a JSON answer given to the socket at once (never built whole)
 _HAS_MEM_FREE = hasattr(gc, "mem_free")
 
@@ -349,7 +350,21 @@ def encode_response(status, payload=None, headers=None):
     return head + bytes(content)
 
 
-_OPEN = {dict: (b"{", b"}"), list: (b"[", b"]"), tuple: (b"[", b"]")}
+class Each:
+    """A JSON array made afresh at each pass: fn(x) for x in items, one at a time (the menu's
+    entries, master/routes.py): json_pieces walks it like a list, twice with json_length, and
+    only one entry's objects exist at once."""
+
+    def __init__(self, fn, items):
+        self.fn = fn
+        self.items = items
+
+    def __iter__(self):
+        for x in self.items:
+            yield self.fn(x)
+
+
+_OPEN = {dict: (b"{", b"}"), list: (b"[", b"]"), tuple: (b"[", b"]"), Each: (b"[", b"]")}
 
 
 def json_pieces(obj):
@@ -387,6 +402,13 @@ def json_length(obj):
     return n
 
 
+def _held(writer):
+    """True unless `writer` is MicroPython's stream holding nothing: its drain() then only
+    yields, with no need of the timeout (asyncio.wait_for takes a task and a coroutine, some
+    300 bytes, at every piece of an answer)."""
+    return not _MP or bool(getattr(writer, "out_buf", True))
+
+
 async def write_json(writer, obj, timeout_s, buf=None):
     """Write obj's JSON to an asyncio writer through one buffer (`buf`, else a new one of _OUT
     bytes), draining (within `timeout_s`) each time it fills: at most that much is ever held
@@ -403,17 +425,25 @@ async def write_json(writer, obj, timeout_s, buf=None):
         if n + k > size:
             if n:
                 writer.write(mv[:n])
-                await asyncio.wait_for(writer.drain(), timeout_s)
+                await _drain(writer, timeout_s)
                 n = 0
             if k > size:  # a long scalar (a description): as it is
                 writer.write(p)
-                await asyncio.wait_for(writer.drain(), timeout_s)
+                await _drain(writer, timeout_s)
                 continue
         mv[n : n + k] = p
         n += k
     if n:
         writer.write(mv[:n])
-    await asyncio.wait_for(writer.drain(), timeout_s)
+    await _drain(writer, timeout_s)
+
+
+async def _drain(writer, timeout_s):
+    # wait_for (a task and a timer) only when the stream holds bytes the socket has not taken
+    if _held(writer):
+        await asyncio.wait_for(writer.drain(), timeout_s)
+    else:
+        await writer.drain()
 
 
 def _head(status, headers, ctype, length):
@@ -464,6 +494,15 @@ class HttpServer:
         # the buffer every JSON answer goes through (write_json), taken at boot before the
         # heap fragments: a small heap may later have no free 512-byte block
         self.out = bytearray(_OUT) if _MP else None
+        # the buffer every request head is read into (then copied at its own size): a fresh
+        # 512-byte read per head needs a block a fragmented small heap may not have; shared,
+        # as the bytes are copied out before the reading task yields again
+        self.head_in = memoryview(bytearray(_READ)) if _MP else None
+        # a spare block: when a request's first allocation (its handler's coroutine, 416 B on
+        # the unix port) finds no free block in a fragmented small heap, it is let go and the
+        # request tried once more; taken again once a request has ended (docs/master.md)
+        self.spare = bytearray(_SPARE) if _MP else None
+        self.spared = 0  # requests served from the spare
 
     def stats(self):
         return {
@@ -486,7 +525,9 @@ class HttpServer:
     async def _send(self, writer, status, payload=None, headers=None):
         self.counts[status] = self.counts.get(status, 0) + 1
         timeout_s = self.cfg["write_timeout_ms"] / 1000
-        if isinstance(payload, (dict, list, tuple)):  # JSON in pieces, its length counted first
+        if isinstance(
+            payload, (dict, list, tuple, Each)
+        ):  # JSON in pieces, its length counted first
             writer.write(_head(status, headers, "application/json", json_length(payload)))
             try:
                 await write_json(writer, payload, timeout_s, self.out)
@@ -499,16 +540,21 @@ class HttpServer:
         writer.write(head)
         if content:
             writer.write(content)
-        await asyncio.wait_for(writer.drain(), timeout_s)
+        await _drain(writer, timeout_s)
 
     async def _read_head(self, reader):
         buf = b""
         limit = self.cfg["max_head"]
+        mv = self.head_in if hasattr(reader, "readinto") else None
         while True:
-            chunk = await reader.read(_READ)
+            if mv is not None:
+                n = await reader.readinto(mv)
+                chunk = bytes(mv[:n]) if n else b""
+            else:
+                chunk = await reader.read(_READ)
             if not chunk:
                 raise EOFError
-            buf += chunk
+            buf = buf + chunk if buf else chunk
             i = buf.find(b"\r\n\r\n")
             if 0 <= i <= limit:
                 return buf[:i], buf[i + 4 :]
@@ -741,7 +787,16 @@ class HttpServer:
                     gc.collect()
                     if gc.mem_free() < self.cfg["min_free"]:
                         raise MemoryError
-                await self._handle(reader, writer, addr, rec)
+                try:
+                    handling = self._handle(reader, writer, addr, rec)
+                except MemoryError:
+                    if self.spare is None:
+                        raise
+                    self.spare = None
+                    gc.collect()
+                    handling = self._handle(reader, writer, addr, rec)
+                    self.spared += 1
+                await handling
             except HttpError as e:
                 await self._send(writer, e.status, e.payload(), e.headers)
                 await self._linger(reader, self.cfg["max_body"] + self.cfg["max_head"])
@@ -771,6 +826,11 @@ class HttpServer:
             if not rec[3]:
                 self._release(rec)
             await _close(writer)
+            if _MP and self.spare is None:
+                try:
+                    self.spare = bytearray(_SPARE)
+                except MemoryError:
+                    pass  # taken after a later request
 
 
 async def _close(writer):

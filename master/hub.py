@@ -100,8 +100,13 @@ class Hub:
             try:
                 fn(event, port, data)
             except Exception as e:  # a subscriber never raises into the bus
-                self.errors += 1
-                self.last_error = repr(e)
+                self.failed(e)
+
+    def failed(self, e):
+        """Count `e`, raised by a subscriber (for publishers that walk `_to` themselves: the
+        registry's EVENT path)."""
+        self.errors += 1
+        self.last_error = repr(e)
 
 
 def describe(event, port, data):

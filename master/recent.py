@@ -3,11 +3,24 @@
 # `Recent` subscribes to the hub and keeps the newest `size` entries (older ones are counted in
 # `dropped`). An entry is built when its event happens (a plan's end, a refusal, an organ's
 # arrival or loss): never per heartbeat or per step, so the steady state adds nothing.
+#
+# The entries are kept as their JSON text, back to back in one bytearray of `cap` bytes taken
+# at boot (a ring of dicts, each built while a request's garbage lay beside it and kept for 16
+# plans, pinned holes all over a small heap until a plan's 416-byte coroutine found no block:
+# docs/master.md); a new entry overwrites the oldest ones it needs room from. An entry over a
+# quarter of `cap` loses its steps' params, then its steps (their count kept), and says so in
+# "cut". An organ's EVENT (one per continuous step, on the scheduler's hot path) is kept as it
+# came, (t_ms, port, (name, status)) (immutable, so safe to keep), no text and no bytes in the
+# buffer, and made an entry when the ring is read. `items()` reads them back (only when
+# /status is asked).
+import json
+
 from organbus.ticks import ticks_diff
 
 from master.hub import describe
 
 KEPT = ("plan", "rejected", "registered", "refused", "offline", "duplicate", "event")
+CAP = 3072  # bytes of the entries' JSON (a one-step plan's report: 190, an organ's arrival: 160)
 
 
 def stamper(clock, t0):
@@ -19,13 +32,44 @@ def stamper(clock, t0):
     return stamp
 
 
+def _fit(e, slot):
+    """The UTF-8 JSON of entry `e` in at most `slot` bytes, shortened as said above."""
+    data = json.dumps(e).encode()
+    if len(data) <= slot:
+        return data
+    steps = e.get("steps")
+    if steps:
+        for d in steps:
+            d.pop("params", None)
+        e["cut"] = "params"
+        data = json.dumps(e).encode()
+        if len(data) <= slot:
+            return data
+        e["steps"] = len(steps)
+        e["cut"] = "steps"
+        data = json.dumps(e).encode()
+        if len(data) <= slot:
+            return data
+    out = {"t_ms": e["t_ms"], "event": e["event"], "cut": "all"}
+    return json.dumps(out).encode()
+
+
 class Recent:
     """`items()`: the kept entries, oldest first, each {"t_ms", "event", ...its fields}."""
 
-    def __init__(self, hub, stamp, size=16, events=KEPT):
+    def __init__(self, hub, stamp, size=16, events=KEPT, cap=CAP):
+        if size < 1 or cap < 256:
+            raise ValueError(
+                "recent ring: size >= 1 and cap >= 256 bytes, not %r, %r" % (size, cap)
+            )
         self.stamp = stamp
         self.events = events
-        self.ring = [None] * size
+        self.size = size
+        self.buf = bytearray(cap)
+        self.starts = [0] * size
+        self.lens = [0] * size
+        self.evs = [None] * size  # an EVENT's tuple, else None (its text is in `buf`)
+        self.tail = 0  # the byte after the newest entry
         self.next = 0
         self.n = 0
         self.dropped = 0
@@ -33,17 +77,15 @@ class Recent:
 
     def on_event(self, event, port, data):
         if event == "event":
-            # an organ's EVENT (one per continuous step, on the scheduler's hot path): kept as
-            # it came, (t_ms, port, (name, status)) (immutable, so safe to keep), made an
-            # entry when the ring is read
             e = (self.stamp(), port, data)
-            size = len(self.ring)  # _put, inline
-            if self.n == size:
-                self.dropped += 1
-            else:
-                self.n += 1
-            self.ring[self.next] = e
-            self.next = (self.next + 1) % size
+            if self.n == self.size:
+                self._drop()
+            i = self.next
+            self.starts[i] = self.tail
+            self.lens[i] = 0
+            self.evs[i] = e
+            self.n += 1
+            self.next = (i + 1) % self.size
             return
         e = {"t_ms": self.stamp(), "event": event}
         for k, v in describe(event, port, data):
@@ -57,30 +99,63 @@ class Recent:
                 steps.append(d)
             e["steps"] = steps
             e["notes"] = list(data.notes)
-        self._put(e)
+        raw = _fit(e, len(self.buf) // 4)
+        e = None
+        self._put(raw)
 
-    def _put(self, e):
-        size = len(self.ring)
-        if self.n == size:
-            self.dropped += 1
-        else:
-            self.n += 1
-        self.ring[self.next] = e
-        self.next = (self.next + 1) % size
+    def _oldest(self):
+        return (self.next - self.n) % self.size
+
+    def _drop(self):
+        self.evs[self._oldest()] = None
+        self.n -= 1
+        self.dropped += 1
+
+    def _put(self, raw):
+        n = len(raw)
+        pos = self.tail
+        if pos + n > len(self.buf):
+            # wrap: the entries from the tail to the end are the oldest; they go first
+            while self.n and self.starts[self._oldest()] >= pos:
+                self._drop()
+            pos = 0
+        while self.n:
+            i = self._oldest()
+            a = self.starts[i]
+            if self.n < self.size and (a >= pos + n or a + self.lens[i] <= pos):
+                break
+            self._drop()
+        self.buf[pos : pos + n] = raw
+        i = self.next
+        self.starts[i] = pos
+        self.lens[i] = n
+        self.evs[i] = None
+        self.tail = pos + n
+        self.n += 1
+        self.next = (i + 1) % self.size
 
     def items(self):
-        size = len(self.ring)
-        start = (self.next - self.n) % size
-        return [_entry(self.ring[(start + i) % size]) for i in range(self.n)]
+        mv = memoryview(self.buf)
+        out = []
+        for k in range(self.n):
+            i = (self.next - self.n + k) % self.size
+            e = self.evs[i]
+            if e is not None:  # an EVENT's tuple as the dict describe() gives
+                out.append(
+                    {
+                        "t_ms": e[0],
+                        "event": "event",
+                        "port": e[1],
+                        "name": e[2][0],
+                        "status": e[2][1],
+                    }
+                )
+                continue
+            a = self.starts[i]
+            out.append(json.loads(bytes(mv[a : a + self.lens[i]])))
+        return out
 
     def last(self, n):
         """The newest `n` entries, oldest first."""
         out = self.items()
         return out[len(out) - n :] if n < len(out) else out
-
-
-def _entry(e):
-    # a ring item as its entry: an EVENT's tuple becomes the dict describe() gives
-    if isinstance(e, tuple):
-        return {"t_ms": e[0], "event": "event", "port": e[1], "name": e[2][0], "status": e[2][1]}
-    return e

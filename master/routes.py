@@ -2,7 +2,10 @@
 #
 # The core and the Body say what happened (an outcome kind); this table alone turns it into
 # an HTTP status, and the JSON-lines link reuses it so both links answer alike.
+from organbus import menu as _menu
+
 from master import outcome
+from master.httpd import Each
 
 STATUS = {
     outcome.ACCEPTED: 200,
@@ -26,11 +29,35 @@ def answer(kind, obj):
     return STATUS[kind], obj
 
 
+def _entry(c):
+    return _menu.menu_capability(c, c["module_id"])
+
+
+def menu_pieces(body):
+    """Body.menu()'s document for an answer written in pieces (httpd.json_pieces): the same
+    JSON, but each capability's entry and its branch of the plan schema are built when written,
+    one at a time (the whole menu is 7 KB of objects on the 64-bit unix port, a block a 64 KB
+    heap beside an upload may not have: docs/master.md)."""
+    caps = body.owners.capabilities()
+    n = body.max_steps
+    doc = _menu.build_menu((), n)  # every key in its place, no capability yet
+    doc["capabilities"] = Each(_entry, caps)
+    if caps:
+        steps = doc["plan_schema"]["properties"]["steps"]
+        steps["maxItems"] = n
+
+        def branch(c):
+            return _menu.plan_schema([_entry(c)], n)["properties"]["steps"]["items"]["anyOf"][0]
+
+        steps["items"] = {"anyOf": Each(branch, caps)}
+    return doc
+
+
 def routes(body):
     """{(method, path): handler} for master.httpd.serve over a Body."""
 
     async def get_menu(req):
-        return 200, body.menu(), None
+        return 200, menu_pieces(body), None
 
     async def post_plan(req):
         kind, obj = await body.execute(req.content)  # the raw bytes: one strict parse, in the Body

@@ -80,23 +80,24 @@ class Run:
                 self.steps[i].deps = tuple([by_id[d] for d in st["depends_on"]])
         self.order = sorted(self.steps, key=_key)  # dispatch order within this plan
         self.left = n = len(self.steps)
-        # Readiness kept up to date instead of searched for: by plan index, how many of a
-        # step's deps are not yet good (`waiting`) and the steps that depend on it (`after`);
-        # `ready` holds the order positions of the pending steps whose deps are all good,
+        # Readiness kept up to date instead of searched for, in order positions (a step's
+        # place in `order`): how many of a step's deps are not yet good (`waiting`, by
+        # position), the positions of the steps that depend on a step (`after`, by plan
+        # index); `ready` holds the positions of the pending steps whose deps are all good,
         # ascending (so in dispatch order). Built here, once per plan.
-        self.pos = [0] * n  # plan index -> position in order
+        pos = [0] * n  # plan index -> position in order
         for k, t in enumerate(self.order):
-            self.pos[t.key[2]] = k
-        self.waiting = [len(t.deps) for t in self.steps]
-        self.after = [None] * n
+            pos[t.key[2]] = k
+        self.waiting = [len(t.deps) for t in self.order]
+        self.after = after = [None] * n
         for t in self.steps:
             for d in t.deps:
                 i = d.key[2]
-                if self.after[i] is None:
-                    self.after[i] = [t]
+                if after[i] is None:
+                    after[i] = [pos[t.key[2]]]
                 else:
-                    self.after[i].append(t)
-        self.ready = sorted([self.pos[i] for i in range(n) if not self.waiting[i]])
+                    after[i].append(pos[t.key[2]])
+        self.ready = sorted([k for k in range(n) if not self.waiting[k]])
         # By plan index: (capability, COMMAND frame) encoded at admission for the owner of the
         # time (Scheduler.submit), or None; a step sends it as it is while its owner's
         # capability is still that object (else it is checked and encoded when it starts).
@@ -234,7 +235,8 @@ class Scheduler:
                 )
             return
         s.ms = ticks_diff(now, s.t_sent)
-        on_accept = s.run.on_accept
+        run = s.run
+        on_accept = run.on_accept
         if on_accept:
             on_accept(s.task_id, status)
         cap = s.own[1]
@@ -251,11 +253,12 @@ class Scheduler:
                 self.hub.publish("step", s.port.index, s)
             # its link is free again, its group still held: with one plan, only a ready
             # step of that plan could go now
-            if len(self.runs) != 1 or s.run.ready:
+            if len(self.runs) != 1 or run.ready:
                 self._dispatch(now)
             return
         else:
-            self._finish(s, DONE, now, True)
+            self._advance(s, now)
+            return
         self._dispatch(now)
 
     def on_event(self, port, name, status, now):
@@ -270,7 +273,10 @@ class Scheduler:
             return False
         hit.ms = ticks_diff(now, hit.t_sent)
         if status == 0:
-            self._finish(hit, DONE, now)
+            self.running.remove(hit)
+            hit.status = SENT  # answered earlier: _advance takes it as a step just answered
+            self._advance(hit, now)
+            return True
         else:
             hit.reason = "EVENT status %d: stopped early or failed" % status
             self._finish(hit, STOPPED, now)
@@ -381,12 +387,11 @@ class Scheduler:
                 # the steps waiting for s may be ready now (Run.ready kept ascending)
                 waiting = run.waiting
                 ready = run.ready
-                for t in after:
-                    i = t.key[2]
-                    w = waiting[i] - 1
-                    waiting[i] = w
-                    if w == 0 and t.status == PENDING:
-                        k = run.pos[i]
+                order = run.order
+                for k in after:
+                    w = waiting[k] - 1
+                    waiting[k] = w
+                    if w == 0 and order[k].status == PENDING:
                         if ready and ready[-1] > k:
                             run._insert(k)
                         else:
@@ -406,6 +411,75 @@ class Scheduler:
             self.hub.publish("plan", None, run)
             if run.on_done:
                 run.on_done(run)
+
+    def _advance(self, s, now):
+        # The hot path, one call from on_resp (immediate, answered 0) and on_event (done): the
+        # answered step s (not RUNNING) ends DONE, its dependents become ready and, with one
+        # plan, the one ready step starts: _finish, _dispatch and _start inline for that case,
+        # the same state changes in the same order. Any other case goes the general way.
+        run = s.run
+        runs = self.runs
+        if run.left == 1 or len(runs) != 1 or self._wants["step"]:
+            self._finish(s, DONE, now, True)
+            self._dispatch(now)
+            return
+        s.status = DONE
+        own = s.own
+        groups = self.groups
+        group = own[1]["resource_group"]
+        if group and groups.get(group) is s:
+            del groups[group]
+        run.left -= 1
+        ready = run.ready
+        after = run.after[s.key[2]]
+        order = run.order
+        if after is not None:
+            waiting = run.waiting
+            for k in after:
+                w = waiting[k] - 1
+                waiting[k] = w
+                if w == 0 and order[k].status == PENDING:
+                    if ready and ready[-1] > k:
+                        run._insert(k)
+                    else:
+                        ready.append(k)
+        # _dispatch with one run
+        if len(ready) != 1:
+            if ready:
+                self._dispatch(now)
+            return
+        t = order[ready[0]]
+        if t.status != PENDING:
+            ready.pop()
+            return
+        # _start's common case: the owner's link and group free, no late answer settling, the
+        # COMMAND admitted for this very capability; anything else is _start's
+        own = self.owner(t.action)
+        c = run.frames[t.key[2]]
+        if own is None or c is None or c[0] is not own[1] or self.late:
+            self._start(t, now)
+            if len(ready) == 1:  # as _dispatch leaves it
+                if order[ready[0]].status != PENDING:
+                    ready.pop()
+            elif ready:
+                run._drop_started()
+            return
+        port = own[0]
+        link = port.index
+        outstanding = self.outstanding
+        group = own[1]["resource_group"]
+        if link in outstanding or (group and group in groups):
+            return
+        t.port = port
+        t.own = own
+        t.status = SENT
+        t.t_sent = now
+        outstanding[link] = t
+        if group:
+            groups[group] = t
+        self.sent += 1
+        ready.pop()
+        port.command(c[1], now)
 
     def _candidates(self):
         # The ready steps of every run in dispatch order (priority, older plan, plan order);

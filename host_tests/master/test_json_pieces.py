@@ -80,6 +80,34 @@ def test_write_json_gives_the_socket_at_most_one_buffer_at_a_time():
     assert [len(x) for x in w.writes if len(x) > 512] == [702, 702], "long scalars go as they are"
 
 
+def test_the_menu_in_pieces_is_the_menu_and_holds_one_entry_at_a_time():
+    # GET /menu's document (routes.menu_pieces) writes exactly Body.menu()'s JSON, for both
+    # organs and for none, and its entries are built only as they are written
+    from master import routes
+    from master_fakes import Rig, standard_rig
+
+    for rig in (standard_rig(), Rig(start=False)):
+        whole = rig.body.menu()
+        lazy = routes.menu_pieces(rig.body)
+        text = b"".join(httpd.json_pieces(lazy))
+        assert json.loads(text) == whole, text[:200]
+        assert text == json.dumps(whole).encode()
+        assert httpd.json_length(lazy) == len(text)
+    rig = standard_rig()
+    built = []
+    entry = routes._entry
+
+    def counting(c):
+        built.append(c["name"])
+        return entry(c)
+
+    lazy = routes.menu_pieces(rig.body)
+    lazy["capabilities"].fn = counting
+    assert built == [], "nothing built before the answer is written"
+    names = [d["name"] for d in lazy["capabilities"]]
+    assert names == built and len(names) == len(rig.body.menu()["capabilities"]) > 2, names
+
+
 def test_out_of_memory_after_the_head_cuts_the_answer_never_appends_a_503():
     # A MemoryError while the body is written (a fragmented heap) must not write a whole
     # 503 answer after the 200 head already sent: the connection is closed instead.

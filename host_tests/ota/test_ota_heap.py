@@ -1,11 +1,12 @@
-# The master's heap in the virtual body: the whole body at 64 KB for data, and an update streaming in (printed; within 8 KB of idle).
+# The master's heap in the virtual body: the whole body at 64 KB for data, plans beside an update at the measured need, an update streaming in (printed; within 8 KB of idle).
 #
 # `--heap N` gives a board N bytes for data beside its code (docs/sim.md): every module the role
 # installs, and the simulated machine module, is imported before main.py and counted as code.
 # At 64 KB the master serves the tour (menu, plans, status) with both organs on and takes an
-# update alone; with plans and an update at once it meets a 503 now and then (80 KB: never),
-# which tools/bench_ota.py measures and tools/sim.py says in one line (docs/master.md).
+# update alone; plans beside an update run whole from 68 KB (tools/sim.py's one line; at 64 KB
+# one of them meets a 503: tools/bench_ota.py, docs/master.md).
 import os
+import threading
 import time
 
 from e2e_support import VirtualBody, one_step
@@ -103,13 +104,70 @@ def test_heap_during_an_upload_stays_within_8k_of_idle(tmp_path):
         vb.stop()
 
 
+def test_plans_run_to_completion_while_an_update_uploads_at_the_measured_need(tmp_path):
+    # at launch.DATA_NEEDS (68 KB; 64 KB still meets a 503 beside an upload: docs/master.md)
+    from vbody import launch
+
+    heap = "%dk" % (launch.DATA_NEEDS["master"] // 1024)
+    vb = _body(tmp_path, heap)
+    try:
+        assert vb.wait_http(30), "master HTTP never came up: %s" % vb.failure()
+        assert vb.wait_menu(ALL, 30) is not None, "organs never on the menu: %s" % vb.failure()
+        idle = []
+        for i in range(6):
+            t0 = time.monotonic()
+            idle.append(
+                (vb.plan(one_step("led_on" if i % 2 else "led_off")), time.monotonic() - t0)
+            )
+        data = _refused_bundle()
+        result = {}
+
+        def upload():
+            result["push"] = tool.Master("http://%s:%d" % vb.http, TOKEN).push(
+                data, lambda sent, total: time.sleep(0.002), chunk=2048
+            )
+
+        t = threading.Thread(target=upload)
+        t.start()
+        during = []
+        i = 0
+        while t.is_alive():
+            t0 = time.monotonic()
+            during.append(
+                (vb.plan(one_step("led_on" if i % 2 else "led_off")), time.monotonic() - t0)
+            )
+            i += 1
+        t.join(60)
+        status, answer = result["push"]
+        assert status == 422 and "master/pad7.bin" in answer["error"], (status, answer)
+        assert all(p[0] == 200 and p[1]["ok"] for p, _ in idle), idle
+        bad = [p for p, _ in during if p[0] != 200 or not p[1].get("ok")]
+        assert not bad, "plans refused or failed during the upload at 64 KB: %s" % bad[:3]
+        assert len(during) >= 5, "the upload was too short to overlap plans: %d" % len(during)
+        worst_idle = max(dt for _, dt in idle)
+        worst = max(dt for _, dt in during)
+        print(
+            "ota at %s: %d one-COMMAND plans during a %d-byte upload, slowest %.0f ms (idle %.0f)"
+            % (heap, len(during), len(data), worst * 1000, worst_idle * 1000)
+        )
+        # the 100 ms for the upload's share, with a loaded machine's slack
+        assert worst - worst_idle < 0.5, "a plan took %.0f ms during the upload" % (worst * 1000)
+        assert vb.failure() is None, vb.failure()
+    finally:
+        vb.stop()
+
+
 def test_the_simulator_says_in_one_line_what_the_master_needs():
     from vbody import launch
 
     note = launch.heap_note("master", "64k")
-    assert note and "80 KB for data" in note and "\n" not in note, note
-    assert launch.heap_note("master", "80k") is None and launch.heap_note("led", "64k") is None
+    assert note and "68 KB for data" in note and "\n" not in note, note
+    assert launch.heap_note("master", "68k") is None and launch.heap_note("led", "64k") is None
     for code in (1, 4096, 250000, 262144):  # the code, its GC tables (3 bits a 16-byte block)
         share = launch.code_share(code)
         need = code + code * 3 / 128
-        assert share % 4096 == 0 and need <= share < need + 4096, (code, share)
+        assert share % 256 == 0 and need <= share < need + 256, (code, share)
+    # the simulated UARTs' receive buffers are the machine's (a C6's driver keeps them outside
+    # the heap): board.json's rxbuf of each UART wired
+    assert launch.uart_share("master", {0: "a", 1: "b"}) == 2048
+    assert launch.uart_share("master", {1: "b"}) == 1024

@@ -141,29 +141,24 @@ def test_missing_plan_or_script_is_one_line_before_anything_boots(tmp_path):
         assert time.monotonic() - t < 20
 
 
-def test_heap_64k_boots_or_says_why_in_one_line(tmp_path):
+def test_heap_64k_boots_and_runs_a_plan(tmp_path):
+    # Issue 14 item 3: at 64 KB of data per board the whole body boots and runs the tour's kind
+    # of plan (LED, then sound); a board that cannot start is one line (the test below).
     plan = tmp_path / "plan.json"
     plan.write_text(PLAN_LED_THEN_CHIME)
-    t = time.monotonic()
     r = subprocess.run(
         SIM + ["--heap", "64k", "--plan", str(plan), "--out", str(tmp_path / "run")],
         capture_output=True,
         text=True,
         timeout=120,
     )
-    took = time.monotonic() - t
     assert "Traceback" not in r.stdout + r.stderr, r.stderr[-2000:]
     assert "URLError" not in r.stderr and "Connection refused" not in r.stderr, r.stderr[-2000:]
     started = [ln for ln in r.stderr.splitlines() if "process started" in ln]
-    assert len(started) == 3 and all("KB for data" in ln for ln in started), started
-    if r.returncode == 0:
-        report = json.loads(r.stdout)
-        assert report["ok"], report
-    else:
-        errors = [ln for ln in r.stderr.splitlines() if ln.startswith("sim.py: error:")]
-        assert r.returncode == 1 and len(errors) == 1, r.stderr[-2000:]
-        assert re.search(r"the (master|led|speaker) board|the master answers", errors[0]), errors
-        assert took < 60, "a board that cannot run is said at once, not after %.0f s" % took
+    assert len(started) == 3 and all("64.0 KB for data" in ln for ln in started), started
+    assert r.returncode == 0, r.stderr[-2000:]
+    report = json.loads(r.stdout)
+    assert report["ok"] and [s["status"] for s in report["steps"]] == ["done", "done"], report
 
 
 def test_a_board_that_dies_at_boot_is_one_line_naming_it(tmp_path):

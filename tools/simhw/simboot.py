@@ -3,6 +3,9 @@
 # itself would, after optional simulation hooks:
 #   ORGANBUS_SIM_HEAP_MS  every N ms print {"event": "heap", "alloc": .., "free": ..} after a
 #                         gc.collect(), from a task added beside the board's own (benchmarks).
+#   ORGANBUS_SIM_HEAP_MAP if set, each heap report is followed by micropython.mem_info()'s
+#                         lines (the largest free block: "max free sz"), as print lines;
+#                         "verbose": mem_info(1), the block map too.
 #   ORGANBUS_SIM_PRELOAD  modules (a,b.c,...) imported after boot.py, before main.py (--heap:
 #                         the code there before the data, as frozen code is; tools/vbody/launch.py)
 import os
@@ -16,11 +19,16 @@ if _every:
     import gc
 
     _run = asyncio.run
+    _map = os.getenv("ORGANBUS_SIM_HEAP_MAP")
+    if _map:
+        import micropython
 
     async def _heap_report(ms):
         while True:
             gc.collect()
             print('{"event": "heap", "alloc": %d, "free": %d}' % (gc.mem_alloc(), gc.mem_free()))
+            if _map:
+                micropython.mem_info(1 if _map == "verbose" else 0)
             await asyncio.sleep_ms(ms)
 
     def _run_with_report(main):

@@ -13,6 +13,7 @@ from vbody.proc import BoardProc, PinLogTail
 
 ORGAN_UART = 1  # the organ boards' cable UART
 MASTER_UART = {"led": 0, "speaker": 1}  # master UART per organ cable
+HUB_ATTACH_S = 20.0  # --events: the organs wait at most this long for the stream to attach
 STARVED_S = 3.0  # a master that refuses GET /menu with 503 this long cannot serve it
 
 
@@ -73,6 +74,7 @@ class VirtualBody:
         self.starved = None  # why the master cannot serve its menu, once that has lasted
         self.hub_events = hub_events  # read GET /events: its items become {"src": "hub"} events
         self.hub_lost = 0
+        self.hub_attached = threading.Event()  # GET /events answered 200 (at least once)
 
     # -- set-up --------------------------------------------------------------------------------
 
@@ -123,13 +125,19 @@ class VirtualBody:
                 heap=self.heap,
                 heap_report_ms=self.heap_report_ms,
             )
+        early = self.hub_events and self.http and "master" in self.boards
         for b in self.boards.values():
             self.tails.append(PinLogTail(b.pinlog, lambda d, r=b.role: self._pin_line(r, d)))
             if boot is None or b.role in boot:
                 b.start()
-        if self.hub_events and self.http:
-            t = threading.Thread(target=self._read_hub, daemon=True)
-            t.start()
+            if early and b.role == "master":
+                # the organs boot once the stream is attached, so it holds their registrations
+                threading.Thread(target=self._read_hub, daemon=True).start()
+                end = time.monotonic() + HUB_ATTACH_S
+                while not self.hub_attached.wait(0.1) and b.alive() and time.monotonic() < end:
+                    pass
+        if self.hub_events and self.http and not early:
+            threading.Thread(target=self._read_hub, daemon=True).start()
         return self
 
     def _read_hub(self):
@@ -161,6 +169,7 @@ class VirtualBody:
                         head, buf = buf[:i], buf[i + 4 :]
                         if b" 200 " not in head.split(b"\r\n")[0]:
                             break
+                        self.hub_attached.set()
                     while b"\n\n" in buf:
                         block, _, buf = buf.partition(b"\n\n")
                         self._hub_item(block)
