@@ -1,6 +1,6 @@
 # The xiaozhi v1 device's protocol state: discovery request/answer, hello, MCP over WS, server messages.
 #
-# Contract: ../shared/seeds/002_*.txt (StackChan Protocol v1, the xiaozhi v1 wire format).
+# Contract: the xiaozhi v1 device wire format (StackChan Protocol v1), described in docs/links.md.
 # `Device` takes the server's messages in and puts its own out (`outbox`, for the one writer)
 # against a facade (see `Facade`); nothing here opens a socket. The I/O edge (discovery over
 # HTTP, the WebSocket, watchdog, reconnects) is master/xiaozhi_link.py. The body never waits on

@@ -38,6 +38,17 @@ from vbody.body import VirtualBody  # noqa: E402
 from organbus import frame  # noqa: E402
 from organbus import command  # noqa: E402
 
+MIX = ("led_on", "led_off", "led_blink", "chime")  # the soaks' abilities
+
+
+def random_plan(rng):
+    """A plan of 1..4 steps drawn from MIX (a blink kept short)."""
+    p = plan_of([rng.choice(MIX) for _ in range(rng.randrange(1, 5))])
+    for s in p["steps"]:
+        if s["action"] == "led_blink":
+            s["params"] = {"count": 1, "period_ms": 100}
+    return p
+
 
 def plan_of(actions):
     return {
@@ -335,13 +346,8 @@ def bench_heap(body, soak_s, seed=1):
         body.cable(name).set_faults(flip=1e-4, drop=1e-4)
     t_end = time.monotonic() + soak_s
     plans = refused = 0
-    actions = ["led_on", "led_off", "led_blink", "chime"]
     while time.monotonic() < t_end:
-        steps = [rng.choice(actions) for _ in range(rng.randrange(1, 5))]
-        p = plan_of(steps)
-        for s in p["steps"]:
-            if s["action"] == "led_blink":
-                s["params"] = {"count": 1, "period_ms": 100}
+        p = random_plan(rng)
         status, _ = body.plan(p)
         plans += 1
         refused += status != 200

@@ -33,7 +33,7 @@ for p in (HERE, os.path.join(ROOT, "lib"), os.path.join(ROOT, "tools", "shim")):
         sys.path.insert(0, p)
 
 import loopback  # noqa: E402
-from bench_body import FrameTimes, plan_of  # noqa: E402
+from bench_body import FrameTimes, plan_of, random_plan  # noqa: E402
 from vbody.body import VirtualBody  # noqa: E402
 from organbus import frame  # noqa: E402
 
@@ -122,13 +122,8 @@ def bench_soak(body, soak_s, seed=1):
     t_end = time.monotonic() + soak_s
     t_unplug = time.monotonic() + 30
     plans = calls = 0
-    actions = ["led_on", "led_off", "led_blink", "chime"]
     while time.monotonic() < t_end:
-        steps = [rng.choice(actions) for _ in range(rng.randrange(1, 5))]
-        p = plan_of(steps)
-        for s in p["steps"]:
-            if s["action"] == "led_blink":
-                s["params"] = {"count": 1, "period_ms": 100}
+        p = random_plan(rng)
         body.plan(p)
         plans += 1
         if rng.random() < 0.3:
