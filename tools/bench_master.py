@@ -51,8 +51,9 @@ def _stream16():
     return {"heard_req": 0, "steps": steps, "can_execute": True, "missing": [], "response": ""}
 
 
-def _overhead():
-    # Registry + Scheduler + Body with an instant organ: the time the master itself spends.
+def registered_body():
+    """(body, wire, feeder, clock cell): the sans-IO master with the LED on port 0 and the
+    speaker on port 1 registered, its clock now[0] moved by hand."""
     from organbus import frame
     import master_fakes as mf
     from master.body import build
@@ -63,6 +64,12 @@ def _overhead():
     reg = _Feeder(body)
     reg.feed(0, frame.encode(frame.DESCRIPTOR, mf.encode_descriptor(mf.led())), 0)
     reg.feed(1, frame.encode(frame.DESCRIPTOR, mf.encode_descriptor(mf.speaker())), 0)
+    return body, out, reg, now
+
+
+def _overhead():
+    # Registry + Scheduler + Body with an instant organ: the time the master itself spends.
+    body, out, reg, now = registered_body()
     raw = json.dumps(_plan16())
     first, per_step, heap_step = _steps(body, reg, out, raw, now)
     _, stream_step, stream_heap = _steps(body, reg, out, json.dumps(_stream16()), now)
@@ -355,7 +362,7 @@ def _unix_port(which, heapsize=None, mpy=None):
             "import sys\nif '' in sys.path: sys.path.remove('')\n"
             "import bench_master\nbench_master._mp_main(%r)" % which,
         ]
-        path = ":".join([mpy + "/lib", mpy, mpy + "/tools"])
+        path = ":".join([".frozen", mpy + "/lib", mpy, mpy + "/tools"])  # asyncio is frozen
     cmd = [launch.micropython_exe()] + (["-X", "heapsize=%s" % heapsize] if heapsize else [])
     r = subprocess.run(
         cmd + args,

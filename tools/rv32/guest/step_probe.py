@@ -8,16 +8,9 @@ from organbus import frame
 
 
 def rig():
-    from bench_master import _Feeder, _Out, _Wire
-    import master_fakes as mf
-    from master.body import build
+    from bench_master import registered_body
 
-    out = _Wire()
-    now = [0]
-    body = build({0: _Out(out, 0), 1: _Out(out, 1)}, lambda: now[0])
-    reg = _Feeder(body)
-    reg.feed(0, frame.encode(frame.DESCRIPTOR, mf.encode_descriptor(mf.led())), 0)
-    reg.feed(1, frame.encode(frame.DESCRIPTOR, mf.encode_descriptor(mf.speaker())), 0)
+    body, out, _, _ = registered_body()
     return body, out
 
 
