@@ -512,7 +512,7 @@ def _sim_64k():
             timeout=240,
         )
         took = time.monotonic() - t0
-    report = None
+    report = refused = None
     for ln in r.stdout.splitlines():
         try:
             obj = json.loads(ln)
@@ -520,6 +520,10 @@ def _sim_64k():
             continue
         if isinstance(obj, dict) and "steps" in obj and "ok" in obj:
             report = obj
+        elif isinstance(obj, dict) and "error" in obj:  # the plan refused (a 503 short of memory)
+            refused = obj["error"]
+    if report is None and refused:
+        return {"error": "plan refused", "why": refused}
     if report is None:
         text = r.stdout + r.stderr
         short = [
