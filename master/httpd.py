@@ -487,7 +487,7 @@ class HttpServer:
         self.reclaimed = 0  # slow connections closed to give their slot to a new client
         self.counts = {}
         self.errors = 0  # handler exceptions (answered 500)
-        self.low_memory = 0  # requests answered 503 for want of heap
+        self.low_memory = 0  # requests answered 503, or clients closed unanswered, for want of heap
         self.streams = 0  # streamed answers being written now (not in `active`)
         self.port = None
         self.srv = None
@@ -841,6 +841,64 @@ async def _close(writer):
         pass
 
 
+class _Listener:
+    """MicroPython's `asyncio.start_server` (extmod/asyncio/stream.py) but for one thing: a
+    client accepted on a heap too full for its Stream and task gets the spare block and one
+    collection, else is closed at once (counted in `low_memory`), and the loop goes on. There,
+    that MemoryError ends the accept loop and leaves the socket listening with nobody accepting:
+    every later client waits in the backlog for good (seen at 64 KB on a loaded machine)."""
+
+    def __init__(self, server, host, port, backlog):
+        import socket
+
+        ai = socket.getaddrinfo(host, port)[0]
+        s = socket.socket(ai[0])
+        s.setblocking(False)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(ai[-1])
+        s.listen(backlog)
+        self.closed = False
+        self.task = asyncio.create_task(self._serve(server, s))
+
+    def close(self):
+        self.closed = True
+        self.task.cancel()
+
+    async def wait_closed(self):
+        await self.task
+
+    async def _serve(self, server, s):
+        io = asyncio.core._io_queue  # the readiness wait start_server's loop uses
+        try:
+            while True:
+                yield io.queue_read(s)
+                try:
+                    s2, addr = s.accept()
+                except Exception:
+                    continue  # a failed accept, as start_server ignores it
+                try:
+                    _accept(server, s2, addr)
+                except MemoryError:
+                    server.spare = None
+                    gc.collect()
+                    try:
+                        _accept(server, s2, addr)
+                    except MemoryError:
+                        server.low_memory += 1
+                        s2.close()
+        except asyncio.CancelledError:
+            if not self.closed:
+                raise
+        finally:
+            s.close()
+
+
+def _accept(server, s2, addr):
+    s2.setblocking(False)
+    st = asyncio.StreamReader(s2, {"peername": addr})
+    asyncio.create_task(server._conn(st, st))
+
+
 def _print_exc(e):
     if _MP:
         sys.print_exception(e)
@@ -862,7 +920,10 @@ async def serve(routes, host, port, config=None):
         raise ValueError(
             "http backlog must be a whole number of connections >= 1, not %r" % backlog
         )
-    server.srv = await asyncio.start_server(server._conn, host, port, backlog=backlog)
+    if _MP:
+        server.srv = _Listener(server, host, port, backlog)
+    else:
+        server.srv = await asyncio.start_server(server._conn, host, port, backlog=backlog)
     server.port = port
     socks = getattr(server.srv, "sockets", None)
     if socks:
