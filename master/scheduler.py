@@ -284,11 +284,15 @@ class Scheduler:
         # (docs/rv32.md): hence the locals, and the owner's link, group and kind read from the
         # owner tuple (master/owners.py) rather than from the capability's dict.
         if s is None:
+            running = self.running
             hit = None
-            for t in self.running:
+            j = at = 0
+            for t in running:
                 if t.port is port and t.action == name:
                     if hit is None or _before(t, hit):
                         hit = t
+                        at = j
+                j += 1
             if hit is None:
                 return False
             hit.ms = ticks_diff(now, hit.t_sent)
@@ -297,7 +301,7 @@ class Scheduler:
                 self._finish(hit, STOPPED, now)
                 self._dispatch(now)
                 return True
-            self.running.remove(hit)
+            del running[at]  # by place: list.remove compares Steps with ==, looked up per item
             s = hit
         run = s.run
         if run is not self._solo or run.left == 1 or self._wants["step"]:
