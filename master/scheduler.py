@@ -98,9 +98,14 @@ class Run:
                 else:
                     after[i].append(pos[t.key[2]])
         self.ready = sorted([k for k in range(n) if not self.waiting[k]])
-        # by plan index: the position of a step's one dependent when it has exactly one (a
-        # chain's next step), else -1: the step path's case, readiness without a loop
-        self.single = [-1 if a is None or len(a) != 1 else a[0] for a in after]
+        # by plan index: the position of a step's one dependent when it has exactly one and
+        # that one waits for this step alone (a chain's next step), else -1: the step path's
+        # case, where the dependent is ready once this step is done (no count, no loop)
+        self.single = single = [-1] * n
+        for i in range(n):
+            a = after[i]
+            if a is not None and len(a) == 1 and self.waiting[a[0]] == 1:
+                single[i] = a[0]
         # By plan index: (capability, COMMAND frame) encoded at admission for the owner of the
         # time (Scheduler.submit), or None; a step sends it as it is while its owner's
         # capability is still that object (else it is checked and encoded when it starts).
@@ -319,12 +324,10 @@ class Scheduler:
         order = run.order
         k = run.single[s.key[2]]
         if k >= 0 and not ready:
-            # a chain: s's one dependent, nothing else ready; k is ready when this was its
-            # last dep (it is then held out of ready, empty, until it starts or goes back)
-            waiting = run.waiting
-            w = waiting[k] - 1
-            waiting[k] = w
-            if w or order[k].status != PENDING:
+            # a chain: s's one dependent, which waits for s alone, nothing else ready: k is
+            # ready now when still pending (it is then held out of ready, empty, until it
+            # starts or goes back). Its waiting count is left at 1: nothing reads it again.
+            if order[k].status != PENDING:
                 return True
         else:
             after = run.after[s.key[2]]

@@ -137,3 +137,31 @@ def test_a_chain_whose_next_step_lost_its_owner_is_offline():
         assert finished, rep
         assert [s["status"] for s in rep["steps"]] == ["done", "offline", "skipped"], rep
         assert sent == 1, sent
+
+
+def test_a_chains_next_step_skipped_by_give_way_stays_skipped():
+    # a (led_blink) -> b (led_off); c (speak) runs beside: the plan gives way while a and c
+    # run (b skipped), then a's EVENT finds b no longer pending and starts nothing
+    raw = _plan(
+        [
+            ("a", "led_blink", {"count": 2, "period_ms": 100}, []),
+            ("b", "led_off", {}, ["a"]),
+            ("c", "speak", {"text": "One."}, []),
+        ]
+    )
+
+    def give_way(b, now):
+        sch = b.scheduler
+        sch.give_way(sch.runs[0], "another plan", now)
+
+    script = [(0, _RESP), (1, _RESP), give_way, (0, _event("led_blink")), (1, _event("speak"))]
+    out = []
+    for general in (False, True):
+        out.append(_drive(general, raw, script))
+    assert out[0][0] == out[1][0], out
+    assert out[0][1] == out[1][1], out
+    trace, rep, sent, finished = out[0]
+    assert finished, rep
+    assert [s["status"] for s in rep["steps"]] == ["done", "skipped", "done"], rep
+    assert trace[-1][0] == [["led_blink"], ["speak"]], trace[-1]
+    assert sent == 2, sent
