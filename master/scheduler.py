@@ -110,7 +110,7 @@ class Run:
         # time (Scheduler.submit), or None; a step sends it as it is while its owner's
         # capability is still that object (else it is checked and encoded when it starts).
         self.frames = [None] * n
-        # By order position: (Step, owner tuple, COMMAND frame) of the same admission, or None,
+        # By order position: (owner tuple, COMMAND frame) of the same admission, or None,
         # valid while the owners table is still at `version` (then the owner is that very
         # tuple): the step path starts a step from it without looking the owner up again.
         self.hot = [None] * n
@@ -327,7 +327,8 @@ class Scheduler:
             # a chain: s's one dependent, which waits for s alone, nothing else ready: k is
             # ready now when still pending (it is then held out of ready, empty, until it
             # starts or goes back). Its waiting count is left at 1: nothing reads it again.
-            if order[k].status != PENDING:
+            t = order[k]
+            if t.status != PENDING:
                 return True
         else:
             after = run.after[s.key[2]]
@@ -347,19 +348,20 @@ class Scheduler:
                     self._dispatch(now)
                 return True
             k = ready.pop()  # the one ready step, held out as above
-            if order[k].status != PENDING:
+            t = order[k]
+            if t.status != PENDING:
                 return True
-        # _start: the one ready step k, pending, held out of the empty ready list
+        # _start: the one ready step t (position k), pending, held out of the empty ready list
         h = run.hot[k]
         if h is None or run.version != self._owners.version or self.late:
             # _start decides (the owner looked up, checked, encoded); ready as _dispatch leaves it
             ready.append(k)
-            self._start(order[k], now)
-            if order[k].status != PENDING:
+            self._start(t, now)
+            if t.status != PENDING:
                 ready.pop()
             return True
         # _start's common case: the step admitted for this very owner, its link and group free
-        t, own, f = h
+        own, f = h
         link = own[3]
         group = own[4]
         outstanding = self.outstanding
@@ -543,7 +545,7 @@ class Scheduler:
             except (ValueError, OverflowError):
                 continue
             frames[s.key[2]] = (cap, f)
-            hot[k] = (s, own, f)
+            hot[k] = (own, f)
 
     def _dispatch(self, now):
         # Steps only leave the ready set while dispatching (sent, or finished as offline,
