@@ -151,7 +151,8 @@ class Body:
         own = self.owners.owner("speak")
         if own is None:
             return False
-        port, cap, _ = own
+        port = own[0]
+        cap = own[1]
         if port.last_rx is None or ticks_diff(self.clock(), port.last_rx) > SPEAK_FRESH_MS:
             return False
         group = cap["resource_group"]

@@ -2,15 +2,25 @@
 #
 # Rebuilt on each registration change (`update`), never on the hot path: `owner(name)` is the
 # table dict's own `get` (one C call, bound once: the dict is refilled in place, never replaced)
-# of a tuple built here, so a dispatch allocates nothing.
+# of a tuple built here, so a dispatch allocates nothing. The tuple also carries what the
+# scheduler's step path reads of the owner on every step (its link, its resource group, whether
+# the ability is continuous), decided here once instead of two dict lookups per step.
+
+
+def continuous(cap):
+    """Continuous (and periodic / event-driven abilities with a duration): a COMMAND_RESP 0
+    leaves the step running until its EVENT or max_duration_ms, holding its group."""
+    return cap["exec_type"] != "immediate" and cap["max_duration_ms"] > 0
 
 
 class Owners:
-    """`owner(name) -> (port, capability, module_id) | None`, `capabilities()`, `version`."""
+    """`owner(name) -> (port, capability, module_id, link, group, continuous) | None`,
+    `capabilities()`, `version`. link: the port's number; group: the capability's
+    resource_group; continuous: `continuous(capability)`."""
 
     def __init__(self):
-        self._by = {}  # name -> (Port, capability dict, module_id); the same dict for life
-        self.owner = self._by.get  # owner(name) -> (Port, capability, module_id) | None
+        self._by = {}  # name -> the owner tuple (see the class); the same dict for life
+        self.owner = self._by.get  # owner(name) -> (Port, capability, module_id, ...) | None
         self._caps = []  # menu capabilities (descriptor form plus module_id), registration order
         self.version = 0  # bumps on every change of the table
 
@@ -36,7 +46,14 @@ class Owners:
                 if c["name"] in by:
                     dups.append(c["name"])
                 else:
-                    by[c["name"]] = (s.port, c, s.organ["module_id"])
+                    by[c["name"]] = (
+                        s.port,
+                        c,
+                        s.organ["module_id"],
+                        s.port.index,
+                        c["resource_group"],
+                        continuous(c),
+                    )
                     owned.append(c["name"])
                     m = dict(c)
                     m["module_id"] = s.organ["module_id"]

@@ -49,7 +49,7 @@ class Step:
         self.status = PENDING
         self.reason = None
         self.port = None
-        self.own = None  # (port, capability, module_id) of the organ it was sent to
+        self.own = None  # the owner tuple (master/owners.py) of the organ it was sent to
         self.t_sent = 0
         self.ms = None
 
@@ -80,6 +80,11 @@ class Run:
                 self.steps[i].deps = tuple([by_id[d] for d in st["depends_on"]])
         self.order = sorted(self.steps, key=_key)  # dispatch order within this plan
         self.left = n = len(self.steps)
+        # Every step has its final status: kept as an attribute beside `left` (set where left
+        # reaches 0), not a property: on MicroPython a class with a property makes every
+        # attribute store on its instances look the name up in the class first, which cost
+        # `run.left -= 1` ~800 instructions per step.
+        self.finished = n == 0
         # Readiness kept up to date instead of searched for, in order positions (a step's
         # place in `order`): how many of a step's deps are not yet good (`waiting`, by
         # position), the positions of the steps that depend on a step (`after`, by plan
@@ -98,10 +103,23 @@ class Run:
                 else:
                     after[i].append(pos[t.key[2]])
         self.ready = sorted([k for k in range(n) if not self.waiting[k]])
+        # by plan index: the position of a step's one dependent when it has exactly one and
+        # that one waits for this step alone (a chain's next step), else -1: the step path's
+        # case, where the dependent is ready once this step is done (no count, no loop)
+        self.single = single = [-1] * n
+        for i in range(n):
+            a = after[i]
+            if a is not None and len(a) == 1 and self.waiting[a[0]] == 1:
+                single[i] = a[0]
         # By plan index: (capability, COMMAND frame) encoded at admission for the owner of the
         # time (Scheduler.submit), or None; a step sends it as it is while its owner's
         # capability is still that object (else it is checked and encoded when it starts).
         self.frames = [None] * n
+        # By order position: (owner tuple, COMMAND frame) of the same admission, or None,
+        # valid while the owners table is still at `version` (then the owner is that very
+        # tuple): the step path starts a step from it without looking the owner up again.
+        self.hot = [None] * n
+        self.version = -1
 
     def _insert(self, k):
         # order position k joins ready, which stays ascending (it holds a few entries); the
@@ -125,10 +143,6 @@ class Run:
                 j += 1
         while len(ready) > j:
             ready.pop()
-
-    @property
-    def finished(self):
-        return self.left == 0
 
     def report(self):
         return {
@@ -175,13 +189,16 @@ def command_frame(cap, params):
 
 
 class Scheduler:
-    """`owners.owner(name) -> (Port, capability, module_id) | None`; `hub` hears every step."""
+    """`owners.owner(name) -> (Port, capability, module_id, link, group, continuous) | None`
+    (master/owners.py); `hub` hears every step."""
 
     def __init__(self, owners, hub):
         self.owner = owners.owner
+        self._owners = owners  # its version: the admitted owners (Run.hot) still hold
         self.hub = hub
         self._wants = hub.wants  # the per-step publishes are skipped when nobody hears "step"
         self.runs = []
+        self._solo = None  # the run when exactly one runs (the step path's case), else None
         # keyed by the port's number: hashing a Port (a class instance) looks up __hash__ and
         # __eq__ in its class on every access, a small int hashes as itself
         self.outstanding = {}  # port number -> Step awaiting COMMAND_RESP
@@ -205,6 +222,7 @@ class Scheduler:
                 on_done(run)
             return run
         self.runs.append(run)
+        self._solo = run if len(self.runs) == 1 else None
         self._encode(run)
         self._dispatch(now)
         return run
@@ -239,48 +257,127 @@ class Scheduler:
         on_accept = run.on_accept
         if on_accept:
             on_accept(s.task_id, status)
-        cap = s.own[1]
         if status != 0:
             s.reason = "%s answered %d (bad payload, unknown name or hardware refused)" % (
                 s.own[2],
                 status,
             )
             self._finish(s, REFUSED, now, True)
-        elif cap["exec_type"] != "immediate" and cap["max_duration_ms"] > 0:  # _continuous
+            self._dispatch(now)
+        elif s.own[5]:  # continuous: decided once per registration (master/owners.py)
             s.status = RUNNING  # its COMMAND_RESP tick is t_sent + ms
             self.running.append(s)
             if self._wants["step"]:
                 self.hub.publish("step", s.port.index, s)
             # its link is free again, its group still held: with one plan, only a ready
             # step of that plan could go now
-            if len(self.runs) != 1 or run.ready:
+            if run is not self._solo or run.ready:
                 self._dispatch(now)
-            return
         else:
-            self._advance(s, now)
-            return
-        self._dispatch(now)
+            self.on_event(port, None, 0, now, s)  # an immediate step done: the step path
 
-    def on_event(self, port, name, status, now):
+    def on_event(self, port, name, status, now, s=None):
         """EVENT done from `port`; returns True when it finished a running step (the first
         running step of that port and name in plan order: older plan, then plan index)."""
-        hit = None
-        for s in self.running:
-            if s.port is port and s.action == name:
-                if hit is None or _before(s, hit):
-                    hit = s
-        if hit is None:
-            return False
-        hit.ms = ticks_diff(now, hit.t_sent)
-        if status == 0:
-            self.running.remove(hit)
-            hit.status = SENT  # answered earlier: _advance takes it as a step just answered
-            self._advance(hit, now)
+        # The step path: on_resp hands an immediate step answered 0 in as `s`, so both ends of
+        # a step (EVENT done, or COMMAND_RESP 0 of an immediate one) run this one body with no
+        # Python call in between: the step ends DONE, its dependents become ready and, with
+        # one plan and one ready step admitted for the owners of now, that step's COMMAND goes
+        # out (_finish, _dispatch and _start inline for that case: the same state changes in
+        # the same order). Anything else (the last step of a plan, several plans, a "step"
+        # subscriber, a late answer settling, the owners changed since admission) goes the
+        # general way. A Python operation costs ~100-900 instructions on the C6's core
+        # (docs/rv32.md): hence the locals, and the owner's link, group and kind read from the
+        # owner tuple (master/owners.py) rather than from the capability's dict.
+        if s is None:
+            running = self.running
+            hit = None
+            j = at = 0
+            for t in running:
+                if t.port is port and t.action == name:
+                    if hit is None or _before(t, hit):
+                        hit = t
+                        at = j
+                j += 1
+            if hit is None:
+                return False
+            hit.ms = ticks_diff(now, hit.t_sent)
+            if status != 0:
+                hit.reason = "EVENT status %d: stopped early or failed" % status
+                self._finish(hit, STOPPED, now)
+                self._dispatch(now)
+                return True
+            del running[at]  # by place: list.remove compares Steps with ==, looked up per item
+            s = hit
+        run = s.run
+        if run is not self._solo or run.left == 1 or self._wants["step"]:
+            s.status = SENT  # answered (now or earlier): _finish takes it as a step just answered
+            self._finish(s, DONE, now, True)
+            self._dispatch(now)
             return True
+        s.status = DONE
+        groups = self.groups
+        group = s.own[4]
+        if group and groups.get(group) is s:
+            del groups[group]
+        run.left -= 1
+        ready = run.ready
+        order = run.order
+        k = run.single[s.key[2]]
+        if k >= 0 and not ready:
+            # a chain: s's one dependent, which waits for s alone, nothing else ready: k is
+            # ready now when still pending (it is then held out of ready, empty, until it
+            # starts or goes back). Its waiting count is left at 1: nothing reads it again.
+            t = order[k]
+            if t.status != PENDING:
+                return True
         else:
-            hit.reason = "EVENT status %d: stopped early or failed" % status
-            self._finish(hit, STOPPED, now)
-        self._dispatch(now)
+            after = run.after[s.key[2]]
+            if after is not None:
+                waiting = run.waiting
+                for k in after:
+                    w = waiting[k] - 1
+                    waiting[k] = w
+                    if w == 0 and order[k].status == PENDING:
+                        if ready and ready[-1] > k:
+                            run._insert(k)
+                        else:
+                            ready.append(k)
+            # _dispatch with one run
+            if len(ready) != 1:
+                if ready:
+                    self._dispatch(now)
+                return True
+            k = ready.pop()  # the one ready step, held out as above
+            t = order[k]
+            if t.status != PENDING:
+                return True
+        # _start: the one ready step t (position k), pending, held out of the empty ready list
+        h = run.hot[k]
+        if h is None or run.version != self._owners.version or self.late:
+            # _start decides (the owner looked up, checked, encoded); ready as _dispatch leaves it
+            ready.append(k)
+            self._start(t, now)
+            if t.status != PENDING:
+                ready.pop()
+            return True
+        # _start's common case: the step admitted for this very owner, its link and group free
+        own, f = h
+        link = own[3]
+        group = own[4]
+        outstanding = self.outstanding
+        if link in outstanding or (group and group in groups):
+            ready.append(k)  # still ready: it waits for its link or group
+            return True
+        t.port = port = own[0]
+        t.own = own
+        t.status = SENT
+        t.t_sent = now
+        outstanding[link] = t
+        if group:
+            groups[group] = t
+        self.sent += 1
+        port.command(f, now)
         return True
 
     def on_offline(self, port, now):
@@ -354,14 +451,9 @@ class Scheduler:
 
     # -- internals -------------------------------------------------------------------------
 
-    def _continuous(self, s):
-        # continuous (and periodic / event-driven abilities with a duration) hold their group
-        cap = s.own[1]
-        return cap["exec_type"] != "immediate" and cap["max_duration_ms"] > 0
-
     def _release(self, s):
         if s.own is not None:
-            group = s.own[1]["resource_group"]
+            group = s.own[4]
             if group and self.groups.get(group) is s:
                 del self.groups[group]
 
@@ -373,13 +465,15 @@ class Scheduler:
         s.status = status
         own = s.own
         if own is not None:  # _release, inline on the hot path
-            group = own[1]["resource_group"]
+            group = own[4]
             if group and self.groups.get(group) is s:
                 del self.groups[group]
         if self._wants["step"]:
             self.hub.publish("step", None if s.port is None else s.port.index, s)
         run = s.run
         run.left -= 1
+        if run.left == 0:
+            run.finished = True
         good = status == DONE or status == STARTED
         if good:
             after = run.after[s.key[2]]
@@ -408,78 +502,10 @@ class Scheduler:
                     self._finish(t, SKIPPED, now)
         if run.left == 0 and run in self.runs:
             self.runs.remove(run)
+            self._solo = self.runs[0] if len(self.runs) == 1 else None
             self.hub.publish("plan", None, run)
             if run.on_done:
                 run.on_done(run)
-
-    def _advance(self, s, now):
-        # The hot path, one call from on_resp (immediate, answered 0) and on_event (done): the
-        # answered step s (not RUNNING) ends DONE, its dependents become ready and, with one
-        # plan, the one ready step starts: _finish, _dispatch and _start inline for that case,
-        # the same state changes in the same order. Any other case goes the general way.
-        run = s.run
-        runs = self.runs
-        if run.left == 1 or len(runs) != 1 or self._wants["step"]:
-            self._finish(s, DONE, now, True)
-            self._dispatch(now)
-            return
-        s.status = DONE
-        own = s.own
-        groups = self.groups
-        group = own[1]["resource_group"]
-        if group and groups.get(group) is s:
-            del groups[group]
-        run.left -= 1
-        ready = run.ready
-        after = run.after[s.key[2]]
-        order = run.order
-        if after is not None:
-            waiting = run.waiting
-            for k in after:
-                w = waiting[k] - 1
-                waiting[k] = w
-                if w == 0 and order[k].status == PENDING:
-                    if ready and ready[-1] > k:
-                        run._insert(k)
-                    else:
-                        ready.append(k)
-        # _dispatch with one run
-        if len(ready) != 1:
-            if ready:
-                self._dispatch(now)
-            return
-        t = order[ready[0]]
-        if t.status != PENDING:
-            ready.pop()
-            return
-        # _start's common case: the owner's link and group free, no late answer settling, the
-        # COMMAND admitted for this very capability; anything else is _start's
-        own = self.owner(t.action)
-        c = run.frames[t.key[2]]
-        if own is None or c is None or c[0] is not own[1] or self.late:
-            self._start(t, now)
-            if len(ready) == 1:  # as _dispatch leaves it
-                if order[ready[0]].status != PENDING:
-                    ready.pop()
-            elif ready:
-                run._drop_started()
-            return
-        port = own[0]
-        link = port.index
-        outstanding = self.outstanding
-        group = own[1]["resource_group"]
-        if link in outstanding or (group and group in groups):
-            return
-        t.port = port
-        t.own = own
-        t.status = SENT
-        t.t_sent = now
-        outstanding[link] = t
-        if group:
-            groups[group] = t
-        self.sent += 1
-        ready.pop()
-        port.command(c[1], now)
 
     def _candidates(self):
         # The ready steps of every run in dispatch order (priority, older plan, plan order);
@@ -508,7 +534,9 @@ class Scheduler:
         # hands ready bytes to the port (a step whose owner is missing, has other params or
         # cannot be encoded is left to _start, which says why).
         frames = run.frames
-        for s in run.steps:
+        hot = run.hot
+        run.version = self._owners.version
+        for k, s in enumerate(run.order):
             own = self.owner(s.action)
             if own is None:
                 continue
@@ -516,9 +544,11 @@ class Scheduler:
             if not _same_params(cap["params"], s.params):
                 continue
             try:
-                frames[s.key[2]] = (cap, self._frame(cap, s.params))
+                f = self._frame(cap, s.params)
             except (ValueError, OverflowError):
-                pass
+                continue
+            frames[s.key[2]] = (cap, f)
+            hot[k] = (own, f)
 
     def _dispatch(self, now):
         # Steps only leave the ready set while dispatching (sent, or finished as offline,
@@ -562,9 +592,10 @@ class Scheduler:
             s.reason = "no online organ offers %s" % s.action
             self._finish(s, OFFLINE, now)
             return
-        port, cap, module_id = own
-        group = cap["resource_group"]
-        link = port.index
+        port = own[0]
+        cap = own[1]
+        link = own[3]
+        group = own[4]
         if link in self.outstanding or (group and group in self.groups):
             return
         if self.late:
@@ -578,7 +609,7 @@ class Scheduler:
             f = c[1]  # encoded at admission for this very capability
         else:
             if not _same_params(cap["params"], s.params):
-                s.reason = "%s changed its params since the plan was checked" % module_id
+                s.reason = "%s changed its params since the plan was checked" % own[2]
                 self._finish(s, REFUSED, now)
                 return
             try:

@@ -84,8 +84,24 @@ class UartEdge:
 
     def command(self, f):
         """Send a COMMAND frame and bring the reader to its COMMAND_RESP (`expect`)."""
-        self.send(f)
-        self.expect()
+        # The scheduler's step path ends here: send, flush's common case and expect inline,
+        # one Python call per COMMAND. With nothing queued and no tail the frame goes straight
+        # to the driver, as flush would take it from the ring; otherwise it queues behind.
+        if self._n or self._tail is not None:
+            self.send(f)
+        else:
+            w = self.uart.write(f)
+            if w is not None and w >= len(f):
+                self.written += 1
+            else:
+                self._tail = f  # flush's partial write: the tail, retried as flush does
+                self._off = w or 0
+                self.flush()
+        t = self._napper
+        if t is not None:  # expect()
+            self._napper = None
+            self._kicked = True
+            t.cancel()
 
     def pending(self):
         """Frames not yet handed whole to the driver (a partial tail counts as one)."""

@@ -132,7 +132,13 @@ class _Out:
         self.out.put(self.port, f)
 
     def command(self, f):
-        self.out.put(self.port, f)
+        # As the real edge's command (master/uart.py): one Python call, its queue written
+        # inline (there the driver's write with nothing queued, here _Wire.put's body).
+        w = self.out
+        i = w.end  # an IndexError past the wire's size, as put
+        w.ports[i] = self.port
+        w.frames[i] = f
+        w.end = i + 1
 
     def unread(self):
         return False

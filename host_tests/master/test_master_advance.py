@@ -1,4 +1,4 @@
-# The scheduler's hot path (Scheduler._advance) against its general path: the same plans, the same COMMANDs, the same reports.
+# The scheduler's step path (Scheduler.on_event's own body, on_resp's immediate steps too) against its general path: the same plans, the same COMMANDs, the same reports.
 import json
 
 from organbus import frame

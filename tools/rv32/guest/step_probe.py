@@ -106,15 +106,17 @@ def live():
                 m = count(sch.on_event, port, name, 0, 0)[0] if ev else 0
                 rows.append((name, n, m))
             else:
-                # the answers without the next step's start: _advance (the hot path's finish
-                # and start in one) and _dispatch stubbed, the finish done the general way
+                # the answers without the next step's start: the step path (on_event's finish
+                # and start in one) turned off (no sole run) and _dispatch stubbed, the finish
+                # done the general way
                 d = sch._dispatch
+                solo = sch._solo
                 sch._dispatch = lambda now: None
-                sch._advance = lambda s, now: sch._finish(s, "done", now, True)
+                sch._solo = None
                 n, _ = count(sch.on_resp, port, 0, 0)
                 m = count(sch.on_event, port, name, 0, 0)[0] if ev else 0
                 sch._dispatch = d
-                del sch._advance
+                sch._solo = solo
                 k, _ = count(d, 0)
                 rows.append((name, n, m, k))
         print(mode, " ".join(str(r) for r in rows))
