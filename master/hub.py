@@ -62,6 +62,13 @@ class Hub:
         for e in EVENTS:
             self.wants[e] = 0
         self.limit = limit
+        # Organ EVENTs, one per continuous step on the scheduler's hot path, are also kept
+        # here without a call out: their count (/status's tally, master/status.py) and, when
+        # one took them, the /status ring (`ring`, master/recent.py), which then keeps every
+        # "event" itself: the registry's reader counts and records its EVENTs inline, and
+        # `publish("event", ...)` does the same for any other publisher.
+        self.organ_events = 0
+        self.ring = None
         self.errors = 0
         self.last_error = None  # repr of the last exception a subscriber raised
 
@@ -96,6 +103,13 @@ class Hub:
         self._to = to
 
     def publish(self, event, port, data):
+        if event == "event":
+            self.organ_events += 1
+            if self.ring is not None:
+                try:
+                    self.ring.on_event(event, port, data)
+                except Exception as e:  # a subscriber never raises into the bus
+                    self.failed(e)
         for fn in self._to.get(event, ()):
             try:
                 fn(event, port, data)

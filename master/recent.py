@@ -9,10 +9,13 @@
 # plans, pinned holes all over a small heap until a plan's 416-byte coroutine found no block:
 # docs/master.md); a new entry overwrites the oldest ones it needs room from. An entry over a
 # quarter of `cap` loses its steps' params, then its steps (their count kept), and says so in
-# "cut". An organ's EVENT (one per continuous step, on the scheduler's hot path) is kept as it
-# came, (t_ms, port, (name, status)) (immutable, so safe to keep), no text and no bytes in the
-# buffer, and made an entry when the ring is read. `items()` reads them back (only when
-# /status is asked).
+# "cut". An organ's EVENT (one per continuous step, on the scheduler's hot path) is kept as its
+# tick, port, name and status in preallocated lists, no text and no bytes in the buffer, and
+# made an entry when the ring is read. `items()` reads them back (only when /status is asked).
+# With a `stamper` stamp the ring is the hub's `ring`: the registry's reader hands it each
+# EVENT with the tick its bytes came at (`organ_event`, one call; that tick is the clock's
+# reading the stamp would take, uart.py feeds with `clock()`), and the stamp is made from
+# it when the ring is read; another stamp (a test's counter) hears "event" on the hub.
 import json
 
 from organbus.ticks import ticks_diff
@@ -23,13 +26,16 @@ KEPT = ("plan", "rejected", "registered", "refused", "offline", "duplicate", "ev
 CAP = 3072  # bytes of the entries' JSON (a one-step plan's report: 190, an organ's arrival: 160)
 
 
-def stamper(clock, t0):
-    """fn() -> ms since `t0` on `clock` (the `t_ms` of /events items and of the ring)."""
+class stamper:
+    """stamper(clock, t0)() -> ms since `t0` on `clock` (the `t_ms` of /events items and of the
+    ring); `clock` and `t0` are there for the ring, which stamps EVENTs from their tick."""
 
-    def stamp():
-        return ticks_diff(clock(), t0)
+    def __init__(self, clock, t0):
+        self.clock = clock
+        self.t0 = t0
 
-    return stamp
+    def __call__(self):
+        return ticks_diff(self.clock(), self.t0)
 
 
 def _fit(e, slot):
@@ -68,24 +74,43 @@ class Recent:
         self.buf = bytearray(cap)
         self.starts = [0] * size
         self.lens = [0] * size
-        self.evs = [None] * size  # an EVENT's tuple, else None (its text is in `buf`)
+        # an EVENT entry: its name (None: the entry's text is in `buf`), port, status, tick
+        # (the clock's reading when `t0` is known, else the stamp)
+        self.ev_name = [None] * size
+        self.ev_port = [0] * size
+        self.ev_status = [0] * size
+        self.ev_tick = [0] * size
+        self.t0 = None
         self.tail = 0  # the byte after the newest entry
         self.next = 0
         self.n = 0
         self.dropped = 0
+        if "event" in events and isinstance(stamp, stamper) and hub.ring is None:
+            self.t0 = stamp.t0
+            hub.ring = self
+            events = tuple([e for e in events if e != "event"])
         hub.subscribe(self.on_event, events)
+
+    def organ_event(self, port, name, status, tick):
+        """An organ's EVENT that came at `tick` (the registry's reader, with `t0` known)."""
+        i = self.next
+        if self.n == self.size:
+            self.dropped += 1  # full: slot i holds the oldest entry, and it goes
+        else:
+            self.n += 1
+        self.starts[i] = self.tail
+        self.lens[i] = 0
+        self.ev_name[i] = name
+        self.ev_port[i] = port
+        self.ev_status[i] = status
+        self.ev_tick[i] = tick
+        i += 1
+        self.next = 0 if i == self.size else i
 
     def on_event(self, event, port, data):
         if event == "event":
-            e = (self.stamp(), port, data)
-            if self.n == self.size:
-                self._drop()
-            i = self.next
-            self.starts[i] = self.tail
-            self.lens[i] = 0
-            self.evs[i] = e
-            self.n += 1
-            self.next = (i + 1) % self.size
+            t = self.stamp() if self.t0 is None else self.stamp.clock()
+            self.organ_event(port, data[0], data[1], t)
             return
         e = {"t_ms": self.stamp(), "event": event}
         for k, v in describe(event, port, data):
@@ -107,7 +132,7 @@ class Recent:
         return (self.next - self.n) % self.size
 
     def _drop(self):
-        self.evs[self._oldest()] = None
+        self.ev_name[self._oldest()] = None
         self.n -= 1
         self.dropped += 1
 
@@ -129,7 +154,7 @@ class Recent:
         i = self.next
         self.starts[i] = pos
         self.lens[i] = n
-        self.evs[i] = None
+        self.ev_name[i] = None
         self.tail = pos + n
         self.n += 1
         self.next = (i + 1) % self.size
@@ -139,15 +164,16 @@ class Recent:
         out = []
         for k in range(self.n):
             i = (self.next - self.n + k) % self.size
-            e = self.evs[i]
-            if e is not None:  # an EVENT's tuple as the dict describe() gives
+            name = self.ev_name[i]
+            if name is not None:  # an EVENT, as the dict describe() gives
+                t = self.ev_tick[i]
                 out.append(
                     {
-                        "t_ms": e[0],
+                        "t_ms": t if self.t0 is None else ticks_diff(t, self.t0),
                         "event": "event",
-                        "port": e[1],
-                        "name": e[2][0],
-                        "status": e[2][1],
+                        "port": self.ev_port[i],
+                        "name": name,
+                        "status": self.ev_status[i],
                     }
                 )
                 continue

@@ -227,14 +227,21 @@ class Registry:
         if payload[0] != _EVENT_DONE:
             self.stray_events += 1
             return
-        fns = self.hub._to.get("event")
+        # the hub's own part of an "event" publish (master/hub.py): the count and the ring,
+        # inline; then whoever else hears "event" (an /events stream), as a publish would
+        hub = self.hub
+        hub.organ_events += 1
+        ring = hub.ring
+        if ring is not None:
+            ring.organ_event(index, name, status, now)
+        fns = hub._to.get("event")
         if fns is not None:
             data = (name, status)
             for fn in fns:
                 try:
                     fn("event", index, data)
                 except Exception as e:  # a subscriber never raises into the bus
-                    self.hub.failed(e)
+                    hub.failed(e)
         if not self.scheduler.on_event(port, name, status, now):
             self.stray_events += 1
 
