@@ -74,7 +74,8 @@ _N = const(1)  # entries kept
 _TAIL = const(2)  # the byte after the newest entry
 _DROPPED = const(3)  # entries dropped, in all
 _SIZE = const(4)  # slots
-_START = const(5)  # then slot i's start in `buf` at _START + i, its length at _START + size + i
+_HEARD = const(5)  # organ EVENTs kept, in all (the hub's organ_events, while this is its ring)
+_START = const(6)  # then slot i's start in `buf` at _START + i, its length at _START + size + i
 
 
 class Recent:
@@ -105,12 +106,17 @@ class Recent:
     def dropped(self):
         return self.w[_DROPPED]
 
+    @property
+    def heard(self):
+        return self.w[_HEARD]
+
     if sys.implementation.name == "micropython":
 
         @micropython.viper
         def organ_event(self, port, name, status, tick):
             """An organ's EVENT that came at `tick` (the registry's reader, `t0` known)."""
             w = ptr32(self.w)
+            w[_HEARD] += 1
             size = w[_SIZE]
             i = w[_NEXT]
             if w[_N] == size:
@@ -135,6 +141,7 @@ class Recent:
         def organ_event(self, port, name, status, tick):
             """An organ's EVENT that came at `tick` (the registry's reader, `t0` known)."""
             w = self.w
+            w[_HEARD] += 1
             size = w[_SIZE]
             i = w[_NEXT]
             if w[_N] == size:

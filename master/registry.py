@@ -213,10 +213,11 @@ class Registry:
     # name, status). A name the organ declared is found in its name table and is that str
     # (nothing made); another is made from the view (`_made`: the UTF-8 check is the
     # interpreter's own). The Slot only on the error paths. Then the hub's own part of an
-    # "event" publish (master/hub.py), inline: the count and the ring; whoever else hears
-    # "event" (an /events stream) is called as a publish would. On MicroPython the reader is
-    # viper (one per continuous step on the scheduler's hot path: no bytecode frame, and
-    # command.find_name_at's search inline, not a call): its pure twin below is the same.
+    # "event" publish (master/hub.py), inline: the ring keeps and counts it (the hub counts it
+    # without one); whoever else hears "event" (an /events stream) is called as a publish
+    # would. On MicroPython the reader is viper (one per continuous step on the scheduler's
+    # hot path: no bytecode frame, and command.find_name_at's search inline, not a call): its
+    # pure twin below is the same.
     if _MPY:
 
         @micropython.viper
@@ -256,13 +257,13 @@ class Registry:
                 self.stray_events += _ONE
                 return
             hub = self.hub
-            hub.organ_events += _ONE
             ring = hub.ring
-            if ring is not _NONE:
+            if ring is _NONE:
+                hub._events += _ONE
+            else:
                 ring.organ_event(index, name, status, now)
-            fns = hub._to.get("event")
-            if fns is not _NONE:
-                _others(hub, fns, index, name, status)
+            if hub.wants["event"]:
+                _others(hub, hub._to["event"], index, name, status)
             if not self.scheduler.on_event(port, name, status, now):
                 self.stray_events += _ONE
 
@@ -286,13 +287,13 @@ class Registry:
                 self.stray_events += 1
                 return
             hub = self.hub
-            hub.organ_events += 1
             ring = hub.ring
-            if ring is not None:
+            if ring is None:
+                hub._events += 1
+            else:
                 ring.organ_event(index, name, status, now)
-            fns = hub._to.get("event")
-            if fns is not None:
-                _others(hub, fns, index, name, status)
+            if hub.wants["event"]:
+                _others(hub, hub._to["event"], index, name, status)
             if not self.scheduler.on_event(port, name, status, now):
                 self.stray_events += 1
 
