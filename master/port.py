@@ -58,7 +58,7 @@ class Port:
     # The receive path up to a route, per read: `feed` and `_frame` are machine code on
     # MicroPython (`feed` native, `_frame` viper: the same object operations without the
     # bytecode loop, and a viper callee costs the decoder's scan no bytecode frame): a
-    # frame's bytes to its route took ~10,800 RV32 instructions as bytecode, ~5,900 so. The
+    # frame's bytes to its route took ~10,600 RV32 instructions as bytecode, ~5,400 so. The
     # pure twins below them are the same lines for CPython (the micropython decorators are
     # the compiler's: they cannot be applied conditionally).
     if _MPY:
