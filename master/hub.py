@@ -62,6 +62,13 @@ class Hub:
         for e in EVENTS:
             self.wants[e] = 0
         self.limit = limit
+        # Organ EVENTs, one per continuous step on the scheduler's hot path, are also kept
+        # here without a call out: their count (`organ_events`, /status's tally) and, when one
+        # took them, the /status ring (`ring`, master/recent.py), which then keeps and counts
+        # every "event" itself: the registry's reader hands its EVENTs to the ring (or counts
+        # them here) inline, and `publish("event", ...)` does the same for other publishers.
+        self._events = 0  # the organ EVENTs no ring counted
+        self.ring = None
         self.errors = 0
         self.last_error = None  # repr of the last exception a subscriber raised
 
@@ -95,7 +102,23 @@ class Hub:
                 to[e] = tuple(fns)
         self._to = to
 
+    @property
+    def organ_events(self):
+        """Organ EVENTs published, in all."""
+        if self.ring is None:
+            return self._events
+        return self._events + self.ring.heard
+
     def publish(self, event, port, data):
+        if event == "event":
+            if self.ring is None:
+                self._events += 1
+            else:
+                try:
+                    self.ring.on_event(event, port, data)
+                except Exception as e:  # a subscriber never raises into the bus
+                    self._events += 1  # (its stamp raised: the ring neither kept nor counted it)
+                    self.failed(e)
         for fn in self._to.get(event, ()):
             try:
                 fn(event, port, data)

@@ -9,11 +9,19 @@
 # plans, pinned holes all over a small heap until a plan's 416-byte coroutine found no block:
 # docs/master.md); a new entry overwrites the oldest ones it needs room from. An entry over a
 # quarter of `cap` loses its steps' params, then its steps (their count kept), and says so in
-# "cut". An organ's EVENT (one per continuous step, on the scheduler's hot path) is kept as it
-# came, (t_ms, port, (name, status)) (immutable, so safe to keep), no text and no bytes in the
-# buffer, and made an entry when the ring is read. `items()` reads them back (only when
-# /status is asked).
+# "cut". An organ's EVENT (one per continuous step, on the scheduler's hot path) is kept as its
+# name, port, status and tick in a preallocated list, no text and no bytes in the buffer, and
+# made an entry when the ring is read. `items()` reads them back (only when /status is asked).
+# With a `stamper` stamp the ring is the hub's `ring`: the registry's reader hands it each
+# EVENT with the tick its bytes came at (`organ_event`, one call; that tick is the clock's
+# reading the stamp would take, uart.py feeds with `clock()`), and the stamp is made from
+# it when the ring is read; another stamp (a test's counter) hears "event" on the hub.
 import json
+import sys
+from array import array
+
+import micropython
+from micropython import const
 
 from organbus.ticks import ticks_diff
 
@@ -23,13 +31,16 @@ KEPT = ("plan", "rejected", "registered", "refused", "offline", "duplicate", "ev
 CAP = 3072  # bytes of the entries' JSON (a one-step plan's report: 190, an organ's arrival: 160)
 
 
-def stamper(clock, t0):
-    """fn() -> ms since `t0` on `clock` (the `t_ms` of /events items and of the ring)."""
+class stamper:
+    """stamper(clock, t0)() -> ms since `t0` on `clock` (the `t_ms` of /events items and of the
+    ring); `clock` and `t0` are there for the ring, which stamps EVENTs from their tick."""
 
-    def stamp():
-        return ticks_diff(clock(), t0)
+    def __init__(self, clock, t0):
+        self.clock = clock
+        self.t0 = t0
 
-    return stamp
+    def __call__(self):
+        return ticks_diff(self.clock(), self.t0)
 
 
 def _fit(e, slot):
@@ -54,6 +65,19 @@ def _fit(e, slot):
     return json.dumps(out).encode()
 
 
+# The ring's numbers in one array of C ints: the counters, then `size` words per field of each
+# slot. An organ's EVENT (one per continuous step, on the scheduler's hot path) is written
+# by `organ_event`, viper on MicroPython, which reaches all of them through one pointer: as a
+# Python method writing six lists and four attributes it took ~4,000 RV32 instructions.
+_NEXT = const(0)  # the slot the next entry takes
+_N = const(1)  # entries kept
+_TAIL = const(2)  # the byte after the newest entry
+_DROPPED = const(3)  # entries dropped, in all
+_SIZE = const(4)  # slots
+_HEARD = const(5)  # organ EVENTs kept, in all (the hub's organ_events, while this is its ring)
+_START = const(6)  # then slot i's start in `buf` at _START + i, its length at _START + size + i
+
+
 class Recent:
     """`items()`: the kept entries, oldest first, each {"t_ms", "event", ...its fields}."""
 
@@ -66,26 +90,81 @@ class Recent:
         self.events = events
         self.size = size
         self.buf = bytearray(cap)
-        self.starts = [0] * size
-        self.lens = [0] * size
-        self.evs = [None] * size  # an EVENT's tuple, else None (its text is in `buf`)
-        self.tail = 0  # the byte after the newest entry
-        self.next = 0
-        self.n = 0
-        self.dropped = 0
+        self.w = array("i", [0] * (_START + 2 * size))
+        self.w[_SIZE] = size
+        # slot i's EVENT at ev[4 * i:]: its name (None: the slot's text is in `buf`), port,
+        # status and tick (the clock's reading when `t0` is known, else the stamp)
+        self.ev = [None] * (4 * size)
+        self.t0 = None
+        if "event" in events and isinstance(stamp, stamper) and hub.ring is None:
+            self.t0 = stamp.t0
+            hub.ring = self
+            events = tuple([e for e in events if e != "event"])
         hub.subscribe(self.on_event, events)
+
+    @property
+    def dropped(self):
+        return self.w[_DROPPED]
+
+    @property
+    def heard(self):
+        return self.w[_HEARD]
+
+    if sys.implementation.name == "micropython":
+
+        @micropython.viper
+        def organ_event(self, port, name, status, tick):
+            """An organ's EVENT that came at `tick` (the registry's reader, `t0` known)."""
+            w = ptr32(self.w)
+            w[_HEARD] += 1
+            size = w[_SIZE]
+            i = w[_NEXT]
+            if w[_N] == size:
+                w[_DROPPED] += 1  # full: slot i holds the oldest entry, and it goes
+            else:
+                w[_N] += 1
+            w[_START + i] = w[_TAIL]
+            w[_START + size + i] = 0
+            ev = self.ev
+            k = 4 * i
+            ev[k] = name
+            ev[k + 1] = port
+            ev[k + 2] = status
+            ev[k + 3] = tick
+            i += 1
+            if i == size:
+                i = 0
+            w[_NEXT] = i
+
+    else:
+
+        def organ_event(self, port, name, status, tick):
+            """An organ's EVENT that came at `tick` (the registry's reader, `t0` known)."""
+            w = self.w
+            w[_HEARD] += 1
+            size = w[_SIZE]
+            i = w[_NEXT]
+            if w[_N] == size:
+                w[_DROPPED] += 1
+            else:
+                w[_N] += 1
+            w[_START + i] = w[_TAIL]
+            w[_START + size + i] = 0
+            ev = self.ev
+            k = 4 * i
+            ev[k] = name
+            ev[k + 1] = port
+            ev[k + 2] = status
+            ev[k + 3] = tick
+            i += 1
+            if i == size:
+                i = 0
+            w[_NEXT] = i
 
     def on_event(self, event, port, data):
         if event == "event":
-            e = (self.stamp(), port, data)
-            if self.n == self.size:
-                self._drop()
-            i = self.next
-            self.starts[i] = self.tail
-            self.lens[i] = 0
-            self.evs[i] = e
-            self.n += 1
-            self.next = (i + 1) % self.size
+            t = self.stamp() if self.t0 is None else self.stamp.clock()
+            self.organ_event(port, data[0], data[1], t)
             return
         e = {"t_ms": self.stamp(), "event": event}
         for k, v in describe(event, port, data):
@@ -104,55 +183,66 @@ class Recent:
         self._put(raw)
 
     def _oldest(self):
-        return (self.next - self.n) % self.size
+        w = self.w
+        return (w[_NEXT] - w[_N]) % self.size
 
     def _drop(self):
-        self.evs[self._oldest()] = None
-        self.n -= 1
-        self.dropped += 1
+        w = self.w
+        k = 4 * self._oldest()
+        self.ev[k] = None
+        self.ev[k + 2] = None  # (the status a publisher gave, not kept longer)
+        w[_N] -= 1
+        w[_DROPPED] += 1
 
     def _put(self, raw):
+        w = self.w
+        size = self.size
         n = len(raw)
-        pos = self.tail
+        pos = w[_TAIL]
         if pos + n > len(self.buf):
             # wrap: the entries from the tail to the end are the oldest; they go first
-            while self.n and self.starts[self._oldest()] >= pos:
+            while w[_N] and w[_START + self._oldest()] >= pos:
                 self._drop()
             pos = 0
-        while self.n:
+        while w[_N]:
             i = self._oldest()
-            a = self.starts[i]
-            if self.n < self.size and (a >= pos + n or a + self.lens[i] <= pos):
+            a = w[_START + i]
+            if w[_N] < size and (a >= pos + n or a + w[_START + size + i] <= pos):
                 break
             self._drop()
         self.buf[pos : pos + n] = raw
-        i = self.next
-        self.starts[i] = pos
-        self.lens[i] = n
-        self.evs[i] = None
-        self.tail = pos + n
-        self.n += 1
-        self.next = (i + 1) % self.size
+        i = w[_NEXT]
+        w[_START + i] = pos
+        w[_START + size + i] = n
+        self.ev[4 * i] = None
+        w[_TAIL] = pos + n
+        w[_N] += 1
+        w[_NEXT] = (i + 1) % size
 
     def items(self):
         mv = memoryview(self.buf)
+        w = self.w
+        size = self.size
+        ev = self.ev
+        n = w[_N]
         out = []
-        for k in range(self.n):
-            i = (self.next - self.n + k) % self.size
-            e = self.evs[i]
-            if e is not None:  # an EVENT's tuple as the dict describe() gives
+        for k in range(n):
+            i = (w[_NEXT] - n + k) % size
+            name = ev[4 * i]
+            if name is not None:  # an EVENT, as the dict describe() gives
+                t = ev[4 * i + 3]
                 out.append(
                     {
-                        "t_ms": e[0],
+                        "t_ms": t if self.t0 is None else ticks_diff(t, self.t0),
                         "event": "event",
-                        "port": e[1],
-                        "name": e[2][0],
-                        "status": e[2][1],
+                        "port": ev[4 * i + 1],
+                        "name": name,
+                        "status": ev[4 * i + 2],
                     }
                 )
                 continue
-            a = self.starts[i]
-            out.append(json.loads(bytes(mv[a : a + self.lens[i]])))
+            a = w[_START + i]
+            out.append(json.loads(bytes(mv[a : a + w[_START + size + i]])))
         return out
 
     def last(self, n):

@@ -7,6 +7,9 @@
 # Port its organ registered on: the scheduler's COMMAND address), routes COMMAND_RESP and
 # EVENT to the scheduler, and publishes what happens on the hub. A heartbeat, and a DESCRIPTOR
 # identical to the registered one (compared byte by byte against `raw`), allocate nothing.
+import sys
+
+import micropython
 from micropython import const
 
 from organbus import command
@@ -15,6 +18,9 @@ from organbus.command import find_name_at as _find_name_at
 from organbus.descriptor import DescriptorError, decode_descriptor
 from organbus.ticks import ticks_diff
 
+_MPY = sys.implementation.name == "micropython"
+_NONE = None  # (viper compares an object with None through a name)
+_ONE = 1  # (and adds an object to an object: a counter's += stays the interpreter's)
 OFFLINE_MS = const(15000)
 DISCOVER_MS = const(2000)
 _MAX_REFUSALS = const(4)  # distinct reasons kept per port
@@ -203,46 +209,120 @@ class Registry:
                 self.hub.publish("duplicate", s.index, (s.organ["module_id"], name))
         self.hub.publish("menu", None, (self.owners.version, added, removed))
 
-    def _event(self, port, payload, n, now):
-        # command.decode_event's rules, read in place: kind, str8 name (valid UTF-8), status.
-        # A name the organ declared is found in its name table and is that str (nothing
-        # made); another is made from the view (the UTF-8 check is the interpreter's own).
-        # The Slot only on the error paths; the hub's publish inline (its subscribers of
-        # "event", a failing one counted by the hub): one Python call less per EVENT.
-        index = port.index
-        if n < 3 or payload[1] + 3 != n:
-            self._by[index].bad_payloads += 1
-            return
-        names = self._names[index]  # there while the organ is registered (routes are)
-        i = _find_name_at(payload, 1, n - 1, names[1])
-        if i >= 0:
-            name = names[0][i]
-        else:
-            try:
-                name = str(payload[2 : n - 1], "utf-8")
-            except ValueError:  # UnicodeError (MicroPython), UnicodeDecodeError (CPython)
-                self._by[index].bad_payloads += 1
+    # An EVENT from a registered organ: command.decode_event's rules read in place (kind, str8
+    # name, status). A name the organ declared is found in its name table and is that str
+    # (nothing made); another is made from the view (`_made`: the UTF-8 check is the
+    # interpreter's own). The Slot only on the error paths. Then the hub's own part of an
+    # "event" publish (master/hub.py), inline: the ring keeps and counts it (the hub counts it
+    # without one); whoever else hears "event" (an /events stream) is called as a publish
+    # would. On MicroPython the reader is viper (one per continuous step on the scheduler's
+    # hot path: no bytecode frame, and command.find_name_at's search inline, not a call): its
+    # pure twin below is the same.
+    if _MPY:
+
+        @micropython.viper
+        def _event(self, port, payload, n: int, now):
+            index = port.index
+            p = ptr8(payload)
+            k = int(p[1])
+            if n < 3 or k + 3 != n:
+                self._bad(index)
                 return
-        status = payload[n - 1]
-        if payload[0] != _EVENT_DONE:
-            self.stray_events += 1
-            return
-        fns = self.hub._to.get("event")
-        if fns is not None:
-            data = (name, status)
-            for fn in fns:
-                try:
-                    fn("event", index, data)
-                except Exception as e:  # a subscriber never raises into the bus
-                    self.hub.failed(e)
-        if not self.scheduler.on_event(port, name, status, now):
-            self.stray_events += 1
+            names = self._names[index]  # there while the organ is registered (routes are)
+            t = ptr8(names[1])
+            i = -1
+            idx = 0
+            q = 0
+            while True:  # find_name_at(payload, 1, n - 1, names[1])
+                m = int(t[q])
+                if m == 0:
+                    break
+                if m == k:
+                    j = 0
+                    while j < k and p[2 + j] == t[q + 1 + j]:
+                        j += 1
+                    if j == k:
+                        i = idx
+                        break
+                q += m + 1
+                idx += 1
+            if i >= 0:
+                name = names[0][i]
+            else:
+                name = self._made(payload, n, index)
+                if name is _NONE:
+                    return
+            status = int(p[n - 1])
+            if int(p[0]) != _EVENT_DONE:
+                self.stray_events += _ONE
+                return
+            hub = self.hub
+            ring = hub.ring
+            if ring is _NONE:
+                hub._events += _ONE
+            else:
+                ring.organ_event(index, name, status, now)
+            if hub.wants["event"]:
+                _others(hub, hub._to["event"], index, name, status)
+            if not self.scheduler.on_event(port, name, status, now):
+                self.stray_events += _ONE
+
+    else:
+
+        def _event(self, port, payload, n, now):
+            index = port.index
+            if n < 3 or payload[1] + 3 != n:
+                self._bad(index)
+                return
+            names = self._names[index]
+            i = _find_name_at(payload, 1, n - 1, names[1])
+            if i >= 0:
+                name = names[0][i]
+            else:
+                name = self._made(payload, n, index)
+                if name is None:
+                    return
+            status = payload[n - 1]
+            if payload[0] != _EVENT_DONE:
+                self.stray_events += 1
+                return
+            hub = self.hub
+            ring = hub.ring
+            if ring is None:
+                hub._events += 1
+            else:
+                ring.organ_event(index, name, status, now)
+            if hub.wants["event"]:
+                _others(hub, hub._to["event"], index, name, status)
+            if not self.scheduler.on_event(port, name, status, now):
+                self.stray_events += 1
+
+    def _bad(self, index):
+        self._by[index].bad_payloads += 1
+
+    def _made(self, payload, n, index):
+        # an EVENT name the organ did not declare, made from the view; None when not UTF-8
+        try:
+            return str(payload[2 : n - 1], "utf-8")
+        except ValueError:  # UnicodeError (MicroPython), UnicodeDecodeError (CPython)
+            self._bad(index)
+            return None
 
     # -- queries --------------------------------------------------------------------------
 
     def online(self):
         """The online slots in registration order."""
         return sorted([s for s in self.slots if s.online], key=_seq)
+
+
+def _others(hub, fns, index, name, status):
+    # the "event" subscribers besides the hub's own count and ring, as hub.publish calls them
+    data = (name, status)
+    for fn in fns:
+        try:
+            fn("event", index, data)
+        except Exception as e:  # a subscriber never raises into the bus
+            hub.failed(e)
 
 
 def _seq(s):

@@ -1,13 +1,14 @@
 # The master's /status document: ports and organs as they are now, plans and steps as the hub told them.
 #
 # `Status` subscribes to the hub and keeps small counters of what it hears (plans finished and
-# rejected, the final statuses of finished plans' steps, organ EVENTs, offline and decoder
-# events): integer updates of keys that exist from the start, so listening allocates nothing,
-# and it does not ask for per-step events (counted once per finished plan instead).
+# rejected, the final statuses of finished plans' steps, offline and decoder events): integer
+# updates of keys that exist from the start, so listening allocates nothing, and it does not
+# ask for per-step events (counted once per finished plan instead). Organ EVENTs (one per
+# continuous step) it does not hear: the hub counts them (`hub.organ_events`), no call each.
 # `document(now)` builds the dict (only when asked).
 from organbus.ticks import ticks_diff
 
-_HEARS = ("plan", "rejected", "event", "offline", "decoder")
+_HEARS = ("plan", "rejected", "offline", "decoder")  # and organ EVENTs, counted by the hub
 _STEP_ENDS = ("done", "started", "stopped", "refused", "timeout", "offline", "skipped")
 
 
@@ -27,7 +28,7 @@ class Status:
         self.steps = {}
         for k in _STEP_ENDS:
             self.steps[k] = 0
-        self.events = 0  # organ EVENTs heard
+        self.events0 = hub.organ_events  # the hub's count of organ EVENTs when this started
         self.offline = 0
         self.decoder_events = 0
         self.hub = hub
@@ -39,9 +40,7 @@ class Status:
         self.parts.append((key, fn))
 
     def on_event(self, event, port, data):
-        if event == "event":  # first: one per continuous step, on the scheduler's hot path
-            self.events += 1
-        elif event == "plan":
+        if event == "plan":
             self.finished += 1
             steps = self.steps
             for s in data.steps:
@@ -117,7 +116,7 @@ class Status:
                 "stray_resps": sched.stray_resps,
                 "stray_events": self.registry.stray_events,
                 "steps": dict(self.steps),
-                "organ_events": self.events,
+                "organ_events": self.hub.organ_events - self.events0,
             },
             "busy_groups": sched.busy_groups(),
             "hub": {"subscribers": len(self.hub.subs), "errors": self.hub.errors},

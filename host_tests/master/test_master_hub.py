@@ -185,3 +185,16 @@ def test_a_subscriber_hears_only_what_it_asked_for():
     assert rig.hub.wants["step"] == 1, rig.hub.wants
     rig.hub.unsubscribe(rec.on)
     assert rig.hub.wants["step"] == 0, rig.hub.wants
+
+
+def test_organ_events_are_counted_by_the_hub_with_or_without_subscribers():
+    from master.hub import Hub
+
+    hub = Hub()
+    hub.publish("event", 0, ("led_blink", 0))
+    hub.publish("step", 0, None)
+    assert hub.organ_events == 1 and hub.ring is None, hub.organ_events
+    heard = []
+    hub.subscribe(lambda e, p, d: heard.append((e, p, d)), ("event",))
+    hub.publish("event", 1, ("speak", 1))
+    assert hub.organ_events == 2 and heard == [("event", 1, ("speak", 1))], heard
