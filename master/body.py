@@ -35,7 +35,7 @@ def build(txs, clock, mode="two-port", max_steps=16, note=None, hub=None):
     status = Status(ports, registry, scheduler, hub, clock, mode, note)
     b = Body(ports, registry, owners, scheduler, status, hub, clock, max_steps)
     b.recent = Recent(hub, b.stamp)
-    status.attach("recent", b.recent.items)
+    status.attach("recent", b.recent.items, b.recent.texts)
     return b
 
 
@@ -158,8 +158,10 @@ class Body:
         group = cap["resource_group"]
         return not group or self.scheduler.queued(group) < self.max_steps
 
-    def status(self):
-        doc = self.report.document(self.clock())
+    def status(self, text=False):
+        """The /status document; `text`: the ring's entries as their JSON text (bytes), for
+        HTTP's answer written piece by piece (Status.document)."""
+        doc = self.report.document(self.clock(), text)
         doc["speak_ready"] = self.speak_ready()
         for name in self.links:
             doc[name] = self.links[name].status()

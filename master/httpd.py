@@ -370,8 +370,12 @@ _OPEN = {dict: (b"{", b"}"), list: (b"[", b"]"), tuple: (b"[", b"]"), Each: (b"[
 def json_pieces(obj):
     """The bytes of json.dumps(obj) as a generator of small pieces (a container's brackets,
     keys, separators and each scalar): a large answer (the menu) is never one string, so a
-    fragmented heap without one large free block still serves it."""
+    fragmented heap without one large free block still serves it. A `bytes` value is JSON
+    text already (the /status ring's entries, kept as text) and goes out as it is."""
     t = type(obj)
+    if t is bytes:
+        yield obj
+        return
     if t not in _OPEN:
         yield json.dumps(obj).encode()
         return

@@ -220,6 +220,14 @@ class Recent:
         w[_NEXT] = (i + 1) % size
 
     def items(self):
+        return self._read(False)
+
+    def texts(self):
+        """`items()` with each entry as its JSON text (bytes): the ring's own bytes copied,
+        no objects made (HTTP's /status writes them as they are)."""
+        return self._read(True)
+
+    def _read(self, text):
         mv = memoryview(self.buf)
         w = self.w
         size = self.size
@@ -231,18 +239,18 @@ class Recent:
             name = ev[4 * i]
             if name is not None:  # an EVENT, as the dict describe() gives
                 t = ev[4 * i + 3]
-                out.append(
-                    {
-                        "t_ms": t if self.t0 is None else ticks_diff(t, self.t0),
-                        "event": "event",
-                        "port": ev[4 * i + 1],
-                        "name": name,
-                        "status": ev[4 * i + 2],
-                    }
-                )
+                e = {
+                    "t_ms": t if self.t0 is None else ticks_diff(t, self.t0),
+                    "event": "event",
+                    "port": ev[4 * i + 1],
+                    "name": name,
+                    "status": ev[4 * i + 2],
+                }
+                out.append(json.dumps(e).encode() if text else e)
                 continue
             a = w[_START + i]
-            out.append(json.loads(bytes(mv[a : a + w[_START + size + i]])))
+            raw = bytes(mv[a : a + w[_START + size + i]])
+            out.append(raw if text else json.loads(raw))
         return out
 
     def last(self, n):

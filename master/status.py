@@ -35,9 +35,11 @@ class Status:
         self.parts = []  # (key, fn() -> its value) of the links' and loops' own sections
         hub.subscribe(self.on_event, _HEARS)
 
-    def attach(self, key, fn):
-        """Add a section `key` to the document, its value `fn()` when it is built."""
-        self.parts.append((key, fn))
+    def attach(self, key, fn, text=None):
+        """Add a section `key` to the document, its value `fn()` when it is built; `text()`,
+        when given, is the same value with JSON text (bytes) in place of its objects, for an
+        answer written piece by piece (HTTP: `document(text=True)`)."""
+        self.parts.append((key, fn, text))
 
     def on_event(self, event, port, data):
         if event == "plan":
@@ -56,7 +58,7 @@ class Status:
     def accepted(self):
         return self.finished + len(self.scheduler.runs)
 
-    def document(self, now=None):
+    def document(self, now=None, text=False):
         if now is None:
             now = self.clock()
         organs = []
@@ -121,8 +123,8 @@ class Status:
             "busy_groups": sched.busy_groups(),
             "hub": {"subscribers": len(self.hub.subs), "errors": self.hub.errors},
         }
-        for k, fn in self.parts:
-            doc[k] = fn()
+        for k, fn, tf in self.parts:
+            doc[k] = tf() if text and tf is not None else fn()
         if self.note:
             doc["note"] = self.note
         return doc

@@ -58,7 +58,7 @@ class FakeBody:
                   "items": {"properties": {"action": {"enum": names}}}}}}  # fmt: skip
         return {"protocol": 3, "max_steps": 16, "capabilities": caps, "plan_schema": schema}
 
-    def status(self):
+    def status(self, text=False):
         return {"organs": [{"module_id": m, "online": True} for m in self.online]}
 
     def speak_ready(self):
