@@ -333,6 +333,17 @@ class Speech:
             seg[SEG_HOLD] = n * DIPH_HOLD // 100 if kind & P.DIPH else 0
             self._targets(cl, i, seg, SEG_T0, False)
             self._targets(cl, i, seg, SEG_T1, True)
+            if kind & P.DIPH:
+                # F2's glide reaches its end target where the transition out begins (else a
+                # following consonant's transition cuts it short: "I will" heard "by will"),
+                # aimed past the target by at most twice the glide's slope
+                g = n - seg[SEG_HOLD]
+                m = g - tout
+                if m < g // 2:
+                    m = g // 2
+                if m > 0:
+                    a = seg[SEG_T0 + 1]
+                    seg[SEG_T1 + 1] = a + (seg[SEG_T1 + 1] - a) * g // m
             bw1 = f[base + P.B1] * BWS // 100
             fp[BW + 1] = f[base + P.B2] * BWS // 100
             fp[BW + 2] = f[base + P.B3] * BWS // 100
