@@ -339,7 +339,7 @@ class Speech:
             self._targets(cl, i, seg, SEG_T1, True)
             if kind & P.DIPH:
                 # F2's glide reaches its end target where the transition out begins (else a
-                # following consonant's transition cuts it short: "I will" heard "by will"),
+                # following consonant's transition cuts it short: "I found" heard "by found"),
                 # aimed past the target by at most twice the glide's slope
                 g = n - seg[SEG_HOLD]
                 m = g - tout
