@@ -189,12 +189,14 @@ def _durations(cl, rate, end, last):
                 prc = prc * 120 // 100
             if not fl & WORD_START:
                 prc = prc * 85 // 100
-            if fl & FUNC:
-                prc = prc * 80 // 100
+            if fl & FUNC and not k & P.NASAL:
+                prc = prc * 80 // 100  # a nasal murmur keeps its length ("me", "in", "on")
             cons_n = nxt != _SIL and not nk & P.VOWEL
             cons_p = prv != _SIL and not pk & P.VOWEL
             if cons_n and cons_p:
                 prc = prc * 50 // 100
+            elif cons_p and fl & WORD_START:
+                prc = prc * 85 // 100  # a cluster across a word boundary shortens less
             elif cons_n or cons_p:
                 prc = prc * 70 // 100
         ms = (mn + (inh - mn) * prc // 100) * SPEED // 100

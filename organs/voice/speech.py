@@ -17,6 +17,7 @@ from .text import clauses
 _SIL = prosody._SIL
 _L = P.CODES.find("l")
 DIPH_HOLD = 35  # percent of a diphthong spent on its first target
+_GLIDE_MS = 100  # at most this long gliding to its end target ("now" heard "no" when slower)
 BWS = 60  # percent of the table's formant bandwidths (narrower reads better)
 _F4, _F5, _B4, _B5 = 3300, 3850, 250, 200
 _FNP = 270
@@ -331,8 +332,22 @@ class Speech:
             seg[SEG_N] = n
             # a diphthong holds its first target a while, then glides (Klatt 1979)
             seg[SEG_HOLD] = n * DIPH_HOLD // 100 if kind & P.DIPH else 0
+            g = _GLIDE_MS // ms_per_frame
+            if kind & P.DIPH and n - seg[SEG_HOLD] - tout > g:
+                seg[SEG_HOLD] = n - tout - g  # a long one holds longer, not glides slower
             self._targets(cl, i, seg, SEG_T0, False)
             self._targets(cl, i, seg, SEG_T1, True)
+            if kind & P.DIPH:
+                # F2's glide reaches its end target where the transition out begins (else a
+                # following consonant's transition cuts it short: "I found" heard "by found"),
+                # aimed past the target by at most twice the glide's slope
+                g = n - seg[SEG_HOLD]
+                m = g - tout
+                if m < g // 2:
+                    m = g // 2
+                if m > 0:
+                    a = seg[SEG_T0 + 1]
+                    seg[SEG_T1 + 1] = a + (seg[SEG_T1 + 1] - a) * g // m
             bw1 = f[base + P.B1] * BWS // 100
             fp[BW + 1] = f[base + P.B2] * BWS // 100
             fp[BW + 2] = f[base + P.B3] * BWS // 100
