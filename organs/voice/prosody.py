@@ -195,8 +195,6 @@ def _durations(cl, rate, end, last):
             cons_p = prv != _SIL and not pk & P.VOWEL
             if cons_n and cons_p:
                 prc = prc * 50 // 100
-            elif cons_p and fl & WORD_START:
-                prc = prc * 85 // 100  # a cluster across a word boundary shortens less
             elif cons_n or cons_p:
                 prc = prc * 70 // 100
         ms = (mn + (inh - mn) * prc // 100) * SPEED // 100
