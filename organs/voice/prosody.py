@@ -189,8 +189,8 @@ def _durations(cl, rate, end, last):
                 prc = prc * 120 // 100
             if not fl & WORD_START:
                 prc = prc * 85 // 100
-            if fl & FUNC and not k & P.NASAL:
-                prc = prc * 80 // 100  # a nasal murmur keeps its length ("me", "in", "on")
+            if fl & FUNC:
+                prc = prc * 80 // 100
             cons_n = nxt != _SIL and not nk & P.VOWEL
             cons_p = prv != _SIL and not pk & P.VOWEL
             if cons_n and cons_p:
