@@ -10,8 +10,6 @@
 # is due, so the UART edge's reader waits for it in the poller). The heartbeat path (decoder -> _frame -> organs.frame) allocates
 # nothing. `poll(now) -> ms` runs the port's time rules: the decoder's quiet-line rule, the
 # COMMAND_RESP gear, and a "decoder" hub event when an error counter moved.
-import sys
-
 import micropython
 from micropython import const
 
@@ -20,7 +18,6 @@ from organbus.rxscan import TAKE as _TAKE
 from organbus.rxscan import run as _scan
 from organbus.ticks import ticks_diff
 
-_MPY = sys.implementation.name == "micropython"
 _NONE = None  # (viper compares an object with None through a name)
 RESP_TIMEOUT_MS = const(1000)  # section 5: a COMMAND_RESP comes within this or never
 _IDLE_MS = const(20)  # a pending candidate needs the quiet-line rule this soon (50 ms rule)
@@ -59,92 +56,51 @@ class Port:
     # MicroPython (`feed` native, `_frame` viper: the same object operations without the
     # bytecode loop, and a viper callee costs the decoder's scan no bytecode frame): a
     # frame's bytes to its route took ~10,600 RV32 instructions as bytecode, ~5,400 so. And
-    # `command`, once per step, native (~270 less). The pure twins below them are the same
-    # lines for CPython (the micropython decorators are the compiler's: they cannot be
-    # applied conditionally).
-    if _MPY:
+    # `command`, once per step, native (~270 less). On CPython the decorators are the host
+    # shim's (tools/shim/micropython.py: the function as it is), so one definition serves
+    # both.
+    @micropython.native
+    def feed(self, data, now, n=-1):
+        """Bytes read from the UART at tick `now` (data[:n], all when n < 0)."""
+        self.now = now
+        # Decoder.feed's body, one call level less on every read
+        if n < 0:
+            n = len(data)
+        d = self.decoder
+        try:
+            _scan(d, d._mem, data, n, now, _TAKE)
+        except Exception as e:
+            d._resume(e, data, n)
 
-        @micropython.native
-        def feed(self, data, now, n=-1):
-            """Bytes read from the UART at tick `now` (data[:n], all when n < 0)."""
-            self.now = now
-            # Decoder.feed's body, one call level less on every read
-            if n < 0:
-                n = len(data)
-            d = self.decoder
-            try:
-                _scan(d, d._mem, data, n, now, _TAKE)
-            except Exception as e:
-                d._resume(e, data, n)
-
-        @micropython.viper
-        def _frame(self, ftype: int, payload, n: int):
-            # (viper: `routes` is None or the routes tuple, so its truth says which; an object
-            # is compared with None through _NONE)
-            now = self.now
-            self.last_rx = now
-            routes = self.routes
-            if ftype == _COMMAND_RESP:
-                self.resp_due = False
-                if n == 1 and routes:
-                    routes[0](self, payload[0], now)
-                    return
-            elif ftype == _EVENT:
-                if routes:
-                    routes[1](self, payload, n, now)
-                    return
-            elif ftype == _HEARTBEAT and routes:
-                return  # a registered organ's heartbeat: heard, nothing to answer
-            reply = self.organs.frame(self, ftype, payload, n, now)
-            if reply is not _NONE:
-                self.send(reply)
-
-        @micropython.native
-        def command(self, f, now):
-            """Send a COMMAND frame: its COMMAND_RESP is due within RESP_TIMEOUT_MS."""
-            self.resp_due = True
-            self.t_command = now
-            self.sent += 1
-            self.tx.command(f)
-
-    else:
-
-        def feed(self, data, now, n=-1):
-            """Bytes read from the UART at tick `now` (data[:n], all when n < 0)."""
-            self.now = now
-            if n < 0:
-                n = len(data)
-            d = self.decoder
-            try:
-                _scan(d, d._mem, data, n, now, _TAKE)
-            except Exception as e:
-                d._resume(e, data, n)
-
-        def _frame(self, ftype, payload, n):
-            now = self.now
-            self.last_rx = now
-            routes = self.routes
-            if ftype == _COMMAND_RESP:
-                self.resp_due = False
-                if n == 1 and routes is not None:
-                    routes[0](self, payload[0], now)
-                    return
-            elif ftype == _EVENT:
-                if routes is not None:
-                    routes[1](self, payload, n, now)
-                    return
-            elif ftype == _HEARTBEAT and routes is not None:
+    @micropython.viper
+    def _frame(self, ftype: int, payload, n: int):
+        # (viper: `routes` is None or the routes tuple, so its truth says which; an object
+        # is compared with None through _NONE)
+        now = self.now
+        self.last_rx = now
+        routes = self.routes
+        if ftype == _COMMAND_RESP:
+            self.resp_due = False
+            if n == 1 and routes:
+                routes[0](self, payload[0], now)
                 return
-            reply = self.organs.frame(self, ftype, payload, n, now)
-            if reply is not None:
-                self.send(reply)
+        elif ftype == _EVENT:
+            if routes:
+                routes[1](self, payload, n, now)
+                return
+        elif ftype == _HEARTBEAT and routes:
+            return  # a registered organ's heartbeat: heard, nothing to answer
+        reply = self.organs.frame(self, ftype, payload, n, now)
+        if reply is not _NONE:
+            self.send(reply)
 
-        def command(self, f, now):
-            """Send a COMMAND frame: its COMMAND_RESP is due within RESP_TIMEOUT_MS."""
-            self.resp_due = True
-            self.t_command = now
-            self.sent += 1
-            self.tx.command(f)
+    @micropython.native
+    def command(self, f, now):
+        """Send a COMMAND frame: its COMMAND_RESP is due within RESP_TIMEOUT_MS."""
+        self.resp_due = True
+        self.t_command = now
+        self.sent += 1
+        self.tx.command(f)
 
     def start(self, now):
         """Boot: the port says DISCOVER (the registry counts it)."""
