@@ -310,6 +310,26 @@ def test_console_waits_for_a_lagging_pin_log_before_printing_later_events():
     assert kinds == ["led", "audio"], kinds
 
 
+def test_a_line_held_after_later_ones_were_printed_is_stamped_no_earlier():
+    # A board's line read at 6.0 s whose reader thread reached the console only after the 6.1 s
+    # lines went out (kept off the CPU past the hold on a loaded machine): it is shown at 6.1 s,
+    # after them, so the stamps a newcomer reads never go back in time (seen once in a suite run
+    # beside two others: "6.1, 6.0, 6.1").
+    import io
+
+    body, out = _LaggingBody(), io.StringIO()
+    body.seen = float("inf")
+    c = Console(body, as_json=True, out=out)
+    c.opened = True
+    c.hold(6.1, "led", c.stamp(6.1) + " LED on")
+    c.flush(100.0)
+    c.hold(6.0, "event", c.stamp(6.0) + " master: late line")
+    c.hold(6.2, "led", c.stamp(6.2) + " LED off")
+    c.flush(100.0)
+    texts = [json.loads(x)["text"] for x in out.getvalue().splitlines()]
+    assert texts == ["[   6.1s] LED on", "[   6.1s] master: late line", "[   6.2s] LED off"], texts
+
+
 def test_console_output_waits_for_a_lagging_pin_log_to_reach_its_time():
     # A line printed now (a menu, a report) comes after every event that happened before it,
     # also one whose pin log has not been read up to now yet.

@@ -128,6 +128,7 @@ class Console:
         self.menu_timer = None
         self.last_menu = None
         self.held = []  # events not printed yet: (at, seq, kind, text, fields), kept sorted
+        self.printed = None  # the latest time among the held events printed
         self.seq = 0
         self.held_lock = threading.Lock()
         self.flusher = None
@@ -168,10 +169,18 @@ class Console:
 
     # Events are printed in the order they happened, not the order they arrived: a pin log is
     # read every 50 ms, a board's event line at once. Each waits HOLD_S in `held`, sorted by
-    # its time ("at"), then goes out; a command's own output first lets out what is due.
+    # its time ("at"), then goes out; a command's own output first lets out what is due. An
+    # event that reaches `hold` after later ones were printed (its reader thread kept off the
+    # CPU past HOLD_S on a loaded machine) is stamped with the latest printed time: a board's
+    # line is stamped when it was read, and it is shown no earlier than what was shown before it.
 
     def hold(self, at, kind, text, **fields):
         with self.held_lock:
+            if self.printed is not None and at < self.printed:
+                old = self.stamp(at)
+                if text.startswith(old):
+                    text = self.stamp(self.printed) + text[len(old) :]
+                at = self.printed
             self.seq += 1
             self.held.append((at, self.seq, kind, text, fields))
             self.held.sort(key=lambda h: (h[0], h[1]))
@@ -194,6 +203,7 @@ class Console:
                     n += 1
             out, self.held = self.held[:n], self.held[n:]
             for at, _, kind, text, fields in out:
+                self.printed = at if self.printed is None or at > self.printed else self.printed
                 self._write(kind, text, fields)
 
     def settle(self):
