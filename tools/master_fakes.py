@@ -1,4 +1,6 @@
 # Scripted fake organs and a fake clock around the master's sans-IO core (both interpreters).
+import json
+
 from organbus import command
 from organbus import frame
 from organbus.descriptor import encode_descriptor
@@ -220,6 +222,40 @@ class Wire:
 
     def unread(self):
         return False
+
+
+class Tx:
+    """A UART edge that keeps what the master sent, each frame as bytes (`frames`)."""
+
+    def __init__(self):
+        self.frames = []
+
+    def send(self, f):
+        self.frames.append(bytes(f))
+
+    def command(self, f):
+        self.frames.append(bytes(f))
+
+    def unread(self):
+        return False
+
+
+def plan_text(steps):
+    """The JSON text of a plan of (task_id, action, params, depends_on) steps, priority 5."""
+    out = []
+    for task_id, action, params, deps in steps:
+        out.append(
+            {
+                "task_id": task_id,
+                "action": action,
+                "params": params,
+                "priority": 5,
+                "depends_on": deps,
+            }
+        )
+    return json.dumps(
+        {"heard_req": 0, "steps": out, "can_execute": True, "missing": [], "response": ""}
+    )
 
 
 class Rig:

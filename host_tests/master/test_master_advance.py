@@ -1,6 +1,4 @@
 # The scheduler's step path (Scheduler.on_event's own body, on_resp's immediate steps too) against its general path: the same plans, the same COMMANDs, the same reports.
-import json
-
 from organbus import frame
 import master_fakes as mf
 
@@ -11,35 +9,8 @@ UNIX_PORT = True
 _CONTINUOUS = ("led_blink", "speak", "chime")
 
 
-class _Tx:
-    def __init__(self):
-        self.frames = []
-
-    def send(self, f):
-        self.frames.append(bytes(f))
-
-    def command(self, f):
-        self.frames.append(bytes(f))
-
-    def unread(self):
-        return False
-
-
-def _plan(steps):
-    out = []
-    for task_id, action, params, deps in steps:
-        out.append(
-            {
-                "task_id": task_id,
-                "action": action,
-                "params": params,
-                "priority": 5,
-                "depends_on": deps,
-            }
-        )
-    return json.dumps(
-        {"heard_req": 0, "steps": out, "can_execute": True, "missing": [], "response": ""}
-    )
+_Tx = mf.Tx
+_plan = mf.plan_text
 
 
 # a chain, a fan-out over both ports (t2 and t3 ready at once), a step waiting for two

@@ -1,6 +1,4 @@
 # The scheduler's step path in the cases its fast start gives way: a chain's next step with its link busy, the owners changed since admission.
-import json
-
 from organbus import frame
 import master_fakes as mf
 
@@ -9,35 +7,8 @@ from master import body
 UNIX_PORT = True
 
 
-class _Tx:
-    def __init__(self):
-        self.frames = []
-
-    def send(self, f):
-        self.frames.append(bytes(f))
-
-    def command(self, f):
-        self.frames.append(bytes(f))
-
-    def unread(self):
-        return False
-
-
-def _plan(steps):
-    out = []
-    for task_id, action, params, deps in steps:
-        out.append(
-            {
-                "task_id": task_id,
-                "action": action,
-                "params": params,
-                "priority": 5,
-                "depends_on": deps,
-            }
-        )
-    return json.dumps(
-        {"heard_req": 0, "steps": out, "can_execute": True, "missing": [], "response": ""}
-    )
+_Tx = mf.Tx
+_plan = mf.plan_text
 
 
 def _name(f):
