@@ -64,8 +64,13 @@ def test_the_whole_body_at_64k_serves_the_tour_and_an_update_is_taken_or_refused
         assert status == 200 and len(online) == 2, (status, doc)
         status, answer = tool.Master("http://%s:%d" % vb.http, TOKEN).push(_refused_bundle())
         # read whole and refused at the last hash, or refused at once for want of heap, with
-        # the reason; either way the running code goes on
-        if status == 503:
+        # the reason: by the update service, or (the heap fragmented by what came before: seen
+        # once in a run beside another) by the server before the upload's handler took a byte,
+        # when nothing of the update was written; either way the running code goes on
+        if status == 503 and "right now, try again" in answer["error"]:
+            ota = vb.request("GET", "/ota")[1]
+            assert ota["state"] == "running" and ota["result"] is None, ota
+        elif status == 503:
             assert "short of memory for the update" in answer["error"], answer
             assert "short of memory" in vb.request("GET", "/ota")[1]["result"]["reason"]
         else:
