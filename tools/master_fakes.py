@@ -240,6 +240,29 @@ class Tx:
         return False
 
 
+class SlotTx:
+    """A UART edge that keeps what the master sent in a preallocated list (`frames`, `n`): a
+    step's own allocations can be measured around it."""
+
+    def __init__(self, size=64):
+        self.frames = [None] * size
+        self.n = 0
+
+    def send(self, f):
+        self.frames[self.n] = f
+        self.n += 1
+
+    def command(self, f):
+        self.frames[self.n] = f
+        self.n += 1
+
+    def unread(self):
+        return False
+
+    def last(self):
+        return self.frames[self.n - 1]
+
+
 def plan_text(steps):
     """The JSON text of a plan of (task_id, action, params, depends_on) steps, priority 5."""
     out = []

@@ -12,20 +12,7 @@ from master import body
 UNIX_PORT = True
 
 
-class _Tx:
-    def __init__(self, size=64):
-        self.frames = [None] * size
-        self.n = 0
-
-    def send(self, f):
-        self.frames[self.n] = f
-        self.n += 1
-
-    def command(self, f):
-        self.send(f)
-
-    def unread(self):
-        return False
+_Tx = mf.SlotTx
 
 
 def _rig():

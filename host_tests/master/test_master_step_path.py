@@ -12,25 +12,9 @@ from master.scheduler import command_frame
 UNIX_PORT = True
 
 
-class _Tx:
-    # a port's tx: the frames in a preallocated list (a step's own allocations are measured)
-    def __init__(self, size=64):
-        self.frames = [None] * size
-        self.n = 0
-
-    def send(self, f):
-        self.frames[self.n] = f
-        self.n += 1
-
-    def command(self, f):
-        self.frames[self.n] = f
-        self.n += 1
-
-    def unread(self):
-        return False
-
-    def last(self):
-        return self.frames[self.n - 1]
+_Tx = (
+    mf.SlotTx
+)  # a port's tx: the frames in a preallocated list (a step's own allocations are measured)
 
 
 def _rig():
