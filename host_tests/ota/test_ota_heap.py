@@ -75,7 +75,13 @@ def test_the_whole_body_at_64k_serves_the_tour_and_an_update_is_taken_or_refused
             assert "short of memory" in vb.request("GET", "/ota")[1]["result"]["reason"]
         else:
             assert status == 422 and "master/pad7.bin" in answer["error"], (status, answer)
+        # the body goes on after the update: the next plan runs, at once or (the upload's
+        # leftovers still in a 64 KB heap: seen once in a CI run) after the one 503 "try
+        # again" with Retry-After: 1 that a client is asked to honour
         status, rep = vb.plan(one_step("led_off"))
+        if status == 503 and "right now, try again" in rep.get("error", ""):
+            time.sleep(1.0)
+            status, rep = vb.plan(one_step("led_off"))
         assert status == 200 and rep["ok"], (status, rep)
         assert vb.failure() is None, vb.failure()
     finally:
