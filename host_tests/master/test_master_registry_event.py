@@ -12,11 +12,8 @@ from master import body
 UNIX_PORT = True
 
 
-_Tx = mf.SlotTx
-
-
 def _rig():
-    txs = {0: _Tx(), 1: _Tx()}
+    txs = {0: mf.SlotTx(), 1: mf.SlotTx()}
     now = [1000]
     b = body.build(txs, lambda: now[0])
     b.port(0).feed(frame.encode(frame.DESCRIPTOR, mf.encode_descriptor(mf.led())), now[0])

@@ -12,13 +12,8 @@ from master.scheduler import command_frame
 UNIX_PORT = True
 
 
-_Tx = (
-    mf.SlotTx
-)  # a port's tx: the frames in a preallocated list (a step's own allocations are measured)
-
-
 def _rig():
-    txs = {0: _Tx(), 1: _Tx()}
+    txs = {0: mf.SlotTx(), 1: mf.SlotTx()}
     now = [1000]
     b = body.build(txs, lambda: now[0])
     b.port(0).feed(frame.encode(frame.DESCRIPTOR, mf.encode_descriptor(mf.led())), now[0])
