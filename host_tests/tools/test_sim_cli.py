@@ -364,3 +364,23 @@ def test_console_reads_a_plan_spanning_lines():
     assert out[2].startswith("{not json"), (
         "a broken plan ends at a blank line and is reported: %s" % out
     )
+
+
+def test_piped_stdin_waits_for_the_organs_like_a_script(tmp_path):
+    # `printf 'led_on\n' | tools/sim.py`: the first line used to reach a master whose menu was
+    # still empty ("not on the menu (menu: empty)")
+    r = subprocess.run(
+        SIM + ["--json", "--out", str(tmp_path / "run")],
+        input="led_on\n",
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = [json.loads(x) for x in r.stdout.splitlines()]
+    waits = [x for x in lines if x["kind"] == "wait"]
+    assert waits and waits[0]["ok"], lines
+    assert not [x for x in lines if x["kind"] == "refused"], lines
+    reports = [x for x in lines if x["kind"] == "report"]
+    assert reports and reports[0]["report"]["ok"], lines
+    assert 1 in [x["value"] for x in lines if x["kind"] == "led"], lines

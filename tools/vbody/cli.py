@@ -156,6 +156,8 @@ def run_body(args):
         else:
             console.emit("hint", "type help for commands; Ctrl-C or quit stops everything")
             interactive = sys.stdin.isatty()
+            if not interactive:  # piped lines wait for the organs as --script's do
+                console.wait(["menu", str(args.ready_timeout)], {})
 
             def lines():
                 while True:
@@ -407,7 +409,7 @@ def main(argv=None):
         "--ready-timeout",
         type=float,
         default=15.0,
-        help="seconds --plan/--script wait for the menu (default 15)",
+        help="seconds --plan, --script and piped stdin wait for the menu (default 15)",
     )
     args = p.parse_args(argv)
     try:
