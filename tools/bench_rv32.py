@@ -149,6 +149,18 @@ def figures(c):
                 lambda n, cpi: _time(_us(n, cpi)),
                 None,
             )
+    if "descriptor_register_insn_led" in c:
+        n = c["descriptor_register_insn_led"]
+        out["c6_descriptor_ms"] = round(_us(n, 2.0) / 1000, 2)
+        out["c6_descriptor_ms_cpi1"] = round(_us(n, 1.0) / 1000, 2)
+        row(
+            "LED descriptor: frame bytes -> registered",
+            n,
+            lambda n, cpi: _time(_us(n, cpi)),
+            "c6_descriptor_ms",
+            5,
+            "<=",
+        )
     if "voice_insn_per_audio_s" in c:
         for cpi in CPIS:
             out["c6_voice_rtf_cpi%g" % cpi] = round(_us(c["voice_insn_per_audio_s"], cpi) / 1e6, 3)

@@ -1,6 +1,7 @@
 # DESCRIPTOR payload codec and validation (PROTOCOL.md section 4): every refusal names its field and rule.
 import math
 import struct
+import sys
 
 from organbus.utf8 import valid_utf8
 
@@ -17,19 +18,42 @@ class DescriptorError(ValueError):
     pass
 
 
+# each ASCII byte's classes: 1 lower-case letter, 2 upper-case letter, 4 digit, 8 underscore
+_CLASS = bytearray(256)
+for _c in range(256):
+    _CLASS[_c] = (97 <= _c <= 122) | (65 <= _c <= 90) << 1 | (48 <= _c <= 57) << 2 | (_c == 95) << 3
+
+if sys.implementation.name == "micropython":
+    import micropython
+
+    @micropython.viper
+    def _all_in(buf: ptr8, n: int, table: ptr8, mask: int) -> int:
+        # 1 when every byte of buf[:n] has a class in mask, else 0
+        i = 0
+        while i < n:
+            if not (table[buf[i]] & mask):
+                return 0
+            i += 1
+        return 1
+
+else:
+
+    def _all_in(buf, n, table, mask):
+        for i in range(n):
+            if not table[buf[i]] & mask:
+                return 0
+        return 1
+
+
 def _charset(s, lower, upper, digits, first_letter):
+    # every character a letter of the cases allowed, "_" or (where allowed) a digit; with
+    # first_letter the first one a lower-case letter (a digit never first)
     if not s:
         return False
-    for i in range(len(s)):
-        c = s[i]
-        if "a" <= c <= "z" and lower or "A" <= c <= "Z" and upper or c == "_":
-            continue
-        if "0" <= c <= "9" and digits and not (first_letter and i == 0):
-            continue
+    b = s.encode("utf-8")
+    if not _all_in(b, len(b), _CLASS, 8 | lower | upper << 1 | digits << 2):
         return False
-    if first_letter and not "a" <= s[0] <= "z":
-        return False
-    return True
+    return not first_letter or 97 <= b[0] <= 122
 
 
 def _check_ascii(where, s, lo, hi, rule, upper=False, first_letter=False):

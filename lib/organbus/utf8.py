@@ -28,15 +28,8 @@ def _seq_len(buf, i, end):
 
 
 def valid_utf8(buf, start=0, end=-1):
-    if end < 0:
-        end = len(buf)
-    i = start
-    while i < end:
-        n = _seq_len(buf, i, end)
-        if not n:
-            return False
-        i += n
-    return True
+    """Whether buf[start:end] is all valid UTF-8 (runs of ASCII passed by first_invalid's scan)."""
+    return first_invalid(buf, start, end) < 0
 
 
 if sys.implementation.name == "micropython":
