@@ -185,6 +185,9 @@ def _system(cmd):
 
 
 METER = ROOT + "/../shared/tools/speech_meter.py"  # the workplace's meter; a lone clone has none
+BROAD = ROOT + "/../shared/tools/speech_broad.txt"  # the workplace's broad set (120)
+# beside the public set: one meter run each, both baselines (the broad set is the judge)
+WER_SETS = (("heldout", ROOT + "/tools/voice_heldout.txt"), ("broad", BROAD))
 
 
 def _exists(path):
@@ -343,6 +346,35 @@ def run(wer=True, rv32=False):
         else:
             figures["voice_wer"] = None
             print("  WER: not measured: " + why)
+        for name, path in WER_SETS:
+            fig, why = measure_wer(path)
+            if not fig:
+                figures["voice_%s_wer" % name] = None
+                print("  WER (%s): not measured: %s" % (name, why))
+                continue
+            for k in ("engine", "espeak", "flite", "vs_flite"):
+                if k + "_wer" in fig:
+                    key = "voice_%s_%s" % (name, k) if k != "engine" else "voice_%s" % name
+                    figures[key + "_wer"] = fig[k + "_wer"]
+                    figures[key + "_per"] = fig[k + "_per"]
+            print(
+                "  %s set: WER %.3f PER %.3f; espeak-ng WER %s, flite WER %s PER %s; vs flite WER %s"
+                % (
+                    name,
+                    fig["engine_wer"],
+                    fig["engine_per"],
+                    fig.get("espeak_wer", "-"),
+                    fig.get("flite_wer", "-"),
+                    fig.get("flite_per", "-"),
+                    fig.get("vs_flite_wer", "-"),
+                )
+            )
+        if _exists(BROAD):
+            print("  phone confusions on the broad set (tools/voice_confusions.py):")
+            _system(
+                "cd %s && %s/.venv/bin/python tools/voice_confusions.py --sentences %s --top 15"
+                % (ROOT, ROOT, BROAD)
+            )
     return figures
 
 
