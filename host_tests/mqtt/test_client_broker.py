@@ -65,3 +65,12 @@ def test_publish_receive_will_and_reconnect(broker):
     topics = [(t, p) for t, p, r in msgs]
     assert ("b1/avail", b"online") in topics and ("b1/out", b"queued") in topics
     assert topics[-1] == ("b1/avail", b"offline")
+
+
+def test_unix_port_client_echo(broker):
+    from helpers.support import run_micropython
+
+    r = run_micropython(
+        ["host_tests/mqtt/mp_client_echo.py", str(broker.port)], heapsize="64k", timeout=60
+    )
+    assert "connected True [('mp1/in', b'echo')]" in r.stdout, r.stdout + r.stderr
