@@ -1,46 +1,9 @@
 # master/mqtt/packet.py against a real Mosquitto on loopback: connect, subscribe, QoS 0 and 1, retain, last will.
-import os
-import shutil
 import socket
-import subprocess
-import tempfile
-import time
 
 import pytest
 
 from master.mqtt import packet as p
-
-MOSQUITTO = shutil.which("mosquitto") or (
-    "/usr/sbin/mosquitto" if os.path.exists("/usr/sbin/mosquitto") else None
-)
-pytestmark = pytest.mark.skipif(
-    MOSQUITTO is None, reason="mosquitto not installed (apt-get install mosquitto)"
-)
-
-
-@pytest.fixture
-def broker():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    d = tempfile.mkdtemp()
-    conf = os.path.join(d, "mosquitto.conf")
-    with open(conf, "w") as f:
-        f.write("listener %d 127.0.0.1\nallow_anonymous true\npersistence false\n" % port)
-    proc = subprocess.Popen(
-        [MOSQUITTO, "-c", conf], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    for _ in range(100):
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            break
-        except OSError:
-            time.sleep(0.05)
-    yield port
-    proc.kill()
-    proc.wait()
-    shutil.rmtree(d)
 
 
 def _read(sock, buf, state):
@@ -67,11 +30,11 @@ def _client(port, cid, will=None, keepalive=60):
 
 
 def test_qos1_retain_and_will(broker):
-    a, abuf, ast = _client(broker, "a", will=("body/a/avail", b"offline", 1, True))
+    a, abuf, ast = _client(broker.port, "a", will=("body/a/avail", b"offline", 1, True))
     a.sendall(p.publish("body/a/menu", b'{"led_on":1}', qos=1, retain=True, pid=7))
     first, body = _read(a, abuf, ast)
     assert first == p.PUBACK and body == b"\x00\x07"
-    b, bbuf, bst = _client(broker, "b")
+    b, bbuf, bst = _client(broker.port, "b")
     b.sendall(p.subscribe(1, [("body/#", 1)]))
     first, body = _read(b, bbuf, bst)
     assert first == p.SUBACK and body == b"\x00\x01\x01"
