@@ -128,6 +128,11 @@ def _check_shape(d):
 def validate_descriptor(d):
     """Checks a descriptor dict against every rule of section 4; raises DescriptorError."""
     _check_shape(d)
+    _check_rules(d)
+
+
+def _check_rules(d):
+    # the rules on a dict of the right shape (decode_descriptor's dicts always are)
     _check_ascii("module_id", "", d["module_id"], 1, 15, "[A-Za-z0-9_]", upper=True)
     _check_ascii("module_type", "", d["module_type"], 1, 15, "[a-z0-9_]")
     for key in ("hw_version", "fw_version"):
@@ -297,7 +302,7 @@ def decode_descriptor(payload, n=-1):
         caps.append(c)
     if r.pos != r.end:
         raise DescriptorError("%d bytes remain after the last field" % (r.end - r.pos))
-    validate_descriptor(d)
+    _check_rules(d)  # its shape is the reader's: str, int, list and number where they belong
     return d
 
 
