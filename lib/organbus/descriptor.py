@@ -56,18 +56,19 @@ def _charset(s, lower, upper, digits, first_letter):
     return not first_letter or 97 <= b[0] <= 122
 
 
-def _check_ascii(where, s, lo, hi, rule, upper=False, first_letter=False):
+def _check_ascii(where, field, s, lo, hi, rule, upper=False, first_letter=False):
+    # where + field names the string (joined only for a refusal)
     n = len(s.encode("utf-8"))
     if n < lo or n > hi:
-        raise DescriptorError("%s: %r is %d bytes, must be %d..%d" % (where, s, n, lo, hi))
+        raise DescriptorError("%s%s: %r is %d bytes, must be %d..%d" % (where, field, s, n, lo, hi))
     if n and not _charset(s, True, upper, True, first_letter):
-        raise DescriptorError("%s: %r must match %s" % (where, s, rule))
+        raise DescriptorError("%s%s: %r must match %s" % (where, field, s, rule))
 
 
-def _check_utf8_len(where, s, lo, hi):
+def _check_utf8_len(where, field, s, lo, hi):
     n = len(s.encode("utf-8"))
     if n < lo or n > hi:
-        raise DescriptorError("%s: %d bytes, must be %d..%d" % (where, n, lo, hi))
+        raise DescriptorError("%s%s: %d bytes, must be %d..%d" % (where, field, n, lo, hi))
 
 
 def _finite(x):
@@ -127,8 +128,13 @@ def _check_shape(d):
 def validate_descriptor(d):
     """Checks a descriptor dict against every rule of section 4; raises DescriptorError."""
     _check_shape(d)
-    _check_ascii("module_id", d["module_id"], 1, 15, "[A-Za-z0-9_]", upper=True)
-    _check_ascii("module_type", d["module_type"], 1, 15, "[a-z0-9_]")
+    _check_rules(d)
+
+
+def _check_rules(d):
+    # the rules on a dict of the right shape (decode_descriptor's dicts always are)
+    _check_ascii("module_id", "", d["module_id"], 1, 15, "[A-Za-z0-9_]", upper=True)
+    _check_ascii("module_type", "", d["module_type"], 1, 15, "[a-z0-9_]")
     for key in ("hw_version", "fw_version"):
         if not 0 <= d[key] <= 0xFFFF:
             raise DescriptorError("%s: %r must be a u16" % (key, d[key]))
@@ -138,17 +144,17 @@ def validate_descriptor(d):
     seen = []
     for ci, c in enumerate(caps):
         at = "capabilities[%d]" % ci
-        _check_ascii(at + ".name", c["name"], 1, 23, "[a-z][a-z0-9_]*", first_letter=True)
+        _check_ascii(at, ".name", c["name"], 1, 23, "[a-z][a-z0-9_]*", first_letter=True)
         if c["name"] in seen:
             raise DescriptorError("%s.name: %r repeats" % (at, c["name"]))
         seen.append(c["name"])
         at = "capabilities[%d] (%s)" % (ci, c["name"])
-        _check_utf8_len(at + ".description", c["description"], 1, 63)
+        _check_utf8_len(at, ".description", c["description"], 1, 63)
         if c["exec_type"] not in EXEC_TYPES:
             raise DescriptorError(
                 "%s.exec_type: %r is not one of %s" % (at, c["exec_type"], EXEC_TYPES)
             )
-        _check_ascii(at + ".resource_group", c["resource_group"], 0, 15, "[a-z0-9_]")
+        _check_ascii(at, ".resource_group", c["resource_group"], 0, 15, "[a-z0-9_]")
         ms = c["max_duration_ms"]
         if not 0 <= ms <= 0xFFFFFFFF:
             raise DescriptorError("%s.max_duration_ms: %r must be a u32" % (at, ms))
@@ -165,7 +171,7 @@ def validate_descriptor(d):
         names = []
         for pi, p in enumerate(params):
             pat = "%s.params[%d]" % (at, pi)
-            _check_ascii(pat + ".name", p["name"], 1, 15, "[a-z][a-z0-9_]*", first_letter=True)
+            _check_ascii(pat, ".name", p["name"], 1, 15, "[a-z][a-z0-9_]*", first_letter=True)
             if p["name"] in names:
                 raise DescriptorError("%s.name: %r repeats" % (pat, p["name"]))
             names.append(p["name"])
@@ -191,47 +197,49 @@ def validate_descriptor(d):
                     raise DescriptorError(
                         "%s: text length bounds %r..%r must be within 0..240" % (pat, lo, hi)
                     )
-            _check_utf8_len(pat + ".unit", p["unit"], 0, 7)
+            _check_utf8_len(pat, ".unit", p["unit"], 0, 7)
 
 
 class _Reader:
+    # every read names its field as what + field (joined only for a refusal)
     def __init__(self, buf, n):
         self.buf = buf
         self.pos = 0
         self.end = n
 
-    def need(self, k, what):
+    def need(self, k, what, field):
         if self.pos + k > self.end:
             raise DescriptorError(
-                "%s: truncated (needs %d bytes at offset %d of %d)" % (what, k, self.pos, self.end)
+                "%s%s: truncated (needs %d bytes at offset %d of %d)"
+                % (what, field, k, self.pos, self.end)
             )
 
-    def u8(self, what):
-        self.need(1, what)
+    def u8(self, what, field=""):
+        self.need(1, what, field)
         self.pos += 1
         return self.buf[self.pos - 1]
 
-    def u16(self, what):
-        self.need(2, what)
+    def u16(self, what, field=""):
+        self.need(2, what, field)
         b, p = self.buf, self.pos
         self.pos += 2
         return (b[p] << 8) | b[p + 1]
 
-    def u32(self, what):
-        return (self.u16(what) << 16) | self.u16(what)
+    def u32(self, what, field=""):
+        return (self.u16(what, field) << 16) | self.u16(what, field)
 
-    def f32(self, what):
-        self.need(4, what)
+    def f32(self, what, field=""):
+        self.need(4, what, field)
         self.pos += 4
-        return struct.unpack(">f", bytes(self.buf[self.pos - 4 : self.pos]))[0]
+        return struct.unpack_from(">f", self.buf, self.pos - 4)[0]
 
-    def str8(self, what, utf8=True):
-        k = self.u8(what)
-        self.need(k, what)
+    def str8(self, what, field=""):
+        k = self.u8(what, field)
+        self.need(k, what, field)
         p = self.pos
         self.pos += k
         if not valid_utf8(self.buf, p, p + k):
-            raise DescriptorError("%s: not valid UTF-8" % what)
+            raise DescriptorError("%s%s: not valid UTF-8" % (what, field))
         return str(bytes(self.buf[p : p + k]), "utf-8")
 
 
@@ -267,34 +275,34 @@ def decode_descriptor(payload, n=-1):
     caps = d["capabilities"] = []
     for ci in range(count):
         at = "capabilities[%d]" % ci
-        c = {"name": r.str8(at + ".name")}
+        c = {"name": r.str8(at, ".name")}
         at = "capabilities[%d] (%s)" % (ci, c["name"])
-        c["description"] = r.str8(at + ".description")
-        e = r.u8(at + ".exec_type")
+        c["description"] = r.str8(at, ".description")
+        e = r.u8(at, ".exec_type")
         if e >= len(EXEC_TYPES):
             raise DescriptorError("%s.exec_type: %d is not 0..3" % (at, e))
         c["exec_type"] = EXEC_TYPES[e]
-        c["resource_group"] = r.str8(at + ".resource_group")
-        c["max_duration_ms"] = r.u32(at + ".max_duration_ms")
-        pc = r.u8(at + ".param_count")
+        c["resource_group"] = r.str8(at, ".resource_group")
+        c["max_duration_ms"] = r.u32(at, ".max_duration_ms")
+        pc = r.u8(at, ".param_count")
         if pc > MAX_PARAMS:
             raise DescriptorError("%s.param_count: %d, must be 0..6" % (at, pc))
         params = c["params"] = []
         for pi in range(pc):
             pat = "%s.params[%d]" % (at, pi)
-            p = {"name": r.str8(pat + ".name")}
-            t = r.u8(pat + ".type")
+            p = {"name": r.str8(pat, ".name")}
+            t = r.u8(pat, ".type")
             if t >= len(PARAM_TYPES):
                 raise DescriptorError("%s.type: %d is not 0..3" % (pat, t))
             p["type"] = PARAM_TYPES[t]
-            p["min"] = _bound(p["type"], r.f32(pat + ".min_val"))
-            p["max"] = _bound(p["type"], r.f32(pat + ".max_val"))
-            p["unit"] = r.str8(pat + ".unit")
+            p["min"] = _bound(p["type"], r.f32(pat, ".min_val"))
+            p["max"] = _bound(p["type"], r.f32(pat, ".max_val"))
+            p["unit"] = r.str8(pat, ".unit")
             params.append(p)
         caps.append(c)
     if r.pos != r.end:
         raise DescriptorError("%d bytes remain after the last field" % (r.end - r.pos))
-    validate_descriptor(d)
+    _check_rules(d)  # its shape is the reader's: str, int, list and number where they belong
     return d
 
 
