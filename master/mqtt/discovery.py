@@ -15,6 +15,16 @@ def _light(names, mid):
     return c
 
 
+def _commanded(platform, mid, what, name, topic):
+    # an entity whose one command topic runs one ability of organ `mid`
+    return {
+        "p": platform,
+        "uniq_id": mid + "_" + what,
+        "name": name,
+        "cmd_t": "~/" + mid + "/" + topic,
+    }
+
+
 def organ_components(caps, mid):
     """{object_id: component} for one organ's menu capabilities."""
     names = [c["name"] for c in caps]
@@ -22,19 +32,9 @@ def organ_components(caps, mid):
     if "led_on" in names and "led_off" in names:
         out[mid + "_light"] = _light(names, mid)
     if "speak" in names:
-        out[mid + "_notify"] = {
-            "p": "notify",
-            "uniq_id": mid + "_notify",
-            "name": "Speak",
-            "cmd_t": "~/" + mid + "/speak",
-        }
+        out[mid + "_notify"] = _commanded("notify", mid, "notify", "Speak", "speak")
     if "chime" in names:
-        out[mid + "_chime"] = {
-            "p": "button",
-            "uniq_id": mid + "_chime",
-            "name": "Chime",
-            "cmd_t": "~/" + mid + "/chime",
-        }
+        out[mid + "_chime"] = _commanded("button", mid, "chime", "Chime", "chime")
     return out
 
 
