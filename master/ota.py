@@ -834,6 +834,7 @@ class Service:
             "previous_slot": p,  # where a rollback goes; None: nowhere
             "slot": st.get("slot", ""),
             "state": st.get("state", RUNNING),
+            "uploading": self.busy,
             "result": result,
             "free_flash": free_bytes(self.root),
             "mpy": getattr(sys.implementation, "_mpy", None),  # .mpy version and arch to build for
