@@ -1,17 +1,22 @@
-# The master's update over the air, sans-IO: the signed bundle, its streamed check into the inactive slot, the trial state.
+# The master's update over the air, sans-IO: the signed bundle, its streamed check into a stage folder, the trial state.
 #
 # A bundle is HEAD + manifest + the files, in the manifest's order:
 #   HEAD      b"OBOTA1", manifest length (2 bytes, big-endian), HMAC-SHA256(key, manifest) (32)
-#   manifest  JSON {"version": str, "files": [{"path": str, "size": int, "sha256": hex}]}
+#   manifest  JSON {"version": str, "seq": int, "files": [{"path": str, "size": int, "sha256": hex}]}
 #   files     each file's bytes, back to back
-# The manifest is checked (signature first) before any byte is written; each file goes to the
-# inactive slot as it arrives, hashed on the way; a wrong size or hash aborts with the reason and
-# removes the slot's partial content. The running slot, the root and the state file are never
-# touched by an upload: only a complete, verified one switches the state to a trial.
+# The manifest's bytes go to a scratch file as they arrive, signed on the way; nothing of them is
+# parsed until the signature matched (then they are read back in pieces). A bundle whose `seq`
+# is not above the highest this master accepted (ota.seq) is refused: a replayed or older bundle
+# never runs. Each file goes to the stage folder as it arrives, hashed on the way; a wrong size
+# or hash aborts with the reason and removes the stage. The running slot, the rollback target,
+# the root and the state file are never touched by an upload until it is complete and verified:
+# only then does the stage become the inactive slot and the state a trial.
 #
 # The flash (a board's "/", a host's board folder) holds: boot.py, main.py, board.json (the
-# root, installed over USB, never updated here), ota.json (the state) and the slots "a" and "b"
-# (a slot is a folder laid out as /lib). Slot "" is the root's /lib, the USB install.
+# root, installed over USB, never updated here), ota.json (the state), ota.seq (the highest
+# sequence number accepted), the slots "a" and "b" (a slot is a folder laid out as /lib) and,
+# during an upload, the stage "new" and the scratch "ota.manifest". Slot "" is the root's /lib,
+# the USB install.
 import binascii
 from array import array
 import gc
@@ -29,8 +34,16 @@ HEAD = const(40)  # magic (6) + manifest length (2) + HMAC-SHA256 (32)
 MAX_MANIFEST = const(6144)  # bytes: about 50 files (the role has 37 today)
 MAX_FILES = const(96)
 MAX_VERSION = const(40)
+MAX_SEQ = 0x7FFFFFFF
 STATE_FILE = "ota.json"
+SEQ_FILE = "ota.seq"
+SCRATCH = "ota.manifest"  # the manifest's bytes until their signature is checked
+STAGE = "new"  # the files of the upload under way, a slot once every one is verified
 SLOTS = ("a", "b")
+# The master role's entry modules (each as .mpy or .py): what main.py imports, and the update's
+# own, which commits or rolls back the trial. A bundle without them would run the USB
+# install's copies under the bundle's version.
+ENTRY = ("organbus/boardfile", "organbus/log", "master/app", "master/ota", "master/otalink")
 ROOT_FILES = ("boot.py", "main.py", "board.json", "settings.json", "config.json", STATE_FILE)
 _BLOCK = const(64)  # SHA-256 block size, for HMAC
 _PATH_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./"
@@ -121,7 +134,7 @@ def check_path(p):
 
 
 def parse_manifest(raw):
-    """(version, [(path, size, digest bytes)]) of a signed manifest's bytes; raises
+    """(version, seq, [(path, size, digest bytes)]) of a signed manifest's bytes; raises
     OtaError(400)."""
     try:
         doc, dups = jsonread.read(raw)
@@ -131,7 +144,7 @@ def parse_manifest(raw):
 
 
 def manifest_of(doc, dups=()):
-    """(version, [(path, size, digest bytes)]) of a manifest read as JSON (`dups`: its
+    """(version, seq, [(path, size, digest bytes)]) of a manifest read as JSON (`dups`: its
     duplicate keys, (path, key)); raises OtaError(400)."""
     if dups:
         raise OtaError(400, "manifest: duplicate key %r" % (dups[0][1],))
@@ -141,6 +154,13 @@ def manifest_of(doc, dups=()):
     if not isinstance(version, str) or not 0 < len(version) <= MAX_VERSION:
         raise OtaError(
             400, "manifest: version must be a string of 1 to %d characters" % MAX_VERSION
+        )
+    seq = doc.get("seq")
+    if not isinstance(seq, int) or isinstance(seq, bool) or not 0 < seq <= MAX_SEQ:
+        raise OtaError(
+            400,
+            "manifest: seq (the update's sequence number) must be a whole number from 1 to %d"
+            % MAX_SEQ,
         )
     files = doc.get("files")
     if not isinstance(files, list) or not 0 < len(files) <= MAX_FILES:
@@ -164,7 +184,19 @@ def manifest_of(doc, dups=()):
         except Exception:
             raise OtaError(400, "manifest: %s: sha256 must be 64 hex digits" % p)
         out.append((p, size, d))
-    return version, out
+    for p in seen:  # a path that is also another one's folder ("q" and "q/y.py")
+        i = p.find("/")
+        while i > 0:
+            if p[:i] in seen:
+                raise OtaError(400, "manifest: %r is a file and the folder of %r" % (p[:i], p))
+            i = p.find("/", i + 1)
+    return version, seq, out
+
+
+def missing_entry(files):
+    """The role's entry modules (ENTRY) that [(path, ...)] lacks, as .mpy or .py."""
+    have = set(f[0] for f in files)
+    return [m for m in ENTRY if m + ".mpy" not in have and m + ".py" not in have]
 
 
 class Files:
@@ -486,17 +518,43 @@ def read_state(root):
     return {"slot": "", "version": None, "previous": None, "state": RUNNING, "result": None}
 
 
-def write_state(root, st):
-    """ota.json written whole, then renamed over the old one (a cut write leaves the old)."""
-    path = _join(root, STATE_FILE)
+def _write_whole(path, text):
+    # written whole, then renamed over the old one (a cut write leaves the old)
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
-        f.write(json.dumps(st))
+        f.write(text)
     try:
         os.remove(path)  # littlefs and posix rename over a file; FAT does not
     except OSError:
         pass
     os.rename(tmp, path)
+
+
+def write_state(root, st):
+    """ota.json written whole, then renamed over the old one."""
+    _write_whole(_join(root, STATE_FILE), json.dumps(st))
+
+
+def read_seq(root):
+    """The highest sequence number this master accepted (ota.seq; none yet: 0). Its own file,
+    which boot.py never rewrites: an older boot.py's rollback cannot lose it."""
+    try:
+        with open(_join(root, SEQ_FILE)) as f:
+            n = int(f.read().strip())
+        return n if n > 0 else 0
+    except (OSError, ValueError):
+        return 0
+
+
+def write_seq(root, n):
+    _write_whole(_join(root, SEQ_FILE), "%d\n" % n)
+
+
+def _remove(path):
+    try:
+        os.remove(path)
+    except OSError:
+        pass
 
 
 def inactive(slot):
@@ -505,46 +563,68 @@ def inactive(slot):
 
 
 class SlotWriter:
-    """Writes one slot's files under `root`: begin() empties it, open(path) a file in it,
-    abort() removes what was written."""
+    """Writes one upload under `root`: the manifest's bytes to the scratch file (`scratch()`,
+    read back by `manifest()`, gone with `drop_scratch()`), the files to the stage folder
+    (begin() empties it, open(path) a file in it); install() makes the stage the slot `slot`,
+    abort() removes what was written. Nothing else on the flash changes."""
 
     def __init__(self, root, slot):
         self.root = root
+        self.slot = slot
         self.dir = _join(root, slot)
+        self.stage = _join(root, STAGE)
+        self.scratch_path = _join(root, SCRATCH)
         self.written = 0  # files opened
 
+    def scratch(self):
+        return open(self.scratch_path, "wb", 0)  # the pieces as they come, no buffer of its own
+
+    def manifest(self):
+        return open(self.scratch_path, "rb", 0)  # read into the caller's buffer, no other
+
+    def drop_scratch(self):
+        _remove(self.scratch_path)
+
     def begin(self):
-        rmtree(self.dir)
-        makedirs(self.dir)
+        rmtree(self.stage)
+        makedirs(self.stage)
 
     def open(self, path):
         d = path.rpartition("/")[0]
         if d:
-            makedirs(_join(self.dir, d))
+            makedirs(_join(self.stage, d))
         self.written += 1
-        return open(_join(self.dir, path), "wb")
+        return open(_join(self.stage, path), "wb")
+
+    def install(self):
+        rmtree(self.dir)
+        os.rename(self.stage, self.dir)
 
     def abort(self):
-        rmtree(self.dir)
+        self.drop_scratch()
+        rmtree(self.stage)
 
 
 class Receiver:
     """Takes a bundle's bytes in pieces (`feed`), checks and writes them through `writer`;
-    `finish()` after the last. Every refusal raises OtaError; the caller aborts the writer."""
+    `finish()` after the last. Every refusal raises OtaError; the caller aborts the writer.
+    `floor`: the highest sequence number accepted so far (a bundle must carry a higher one)."""
 
-    def __init__(self, writer, key, length=None, max_manifest=MAX_MANIFEST, free=None):
+    def __init__(self, writer, key, length=None, max_manifest=MAX_MANIFEST, free=None, floor=0):
         self.writer = writer
         self.key = key
         self.length = length  # the Content-Length, checked against the manifest
         self.max_manifest = max_manifest
         self.free = free  # free flash bytes, or None
+        self.floor = floor
         self.head = bytearray(HEAD)
-        self.manifest = None  # the ManifestReader while the manifest arrives
+        self.scratch = None  # the scratch file while the manifest arrives
         self.manifest_len = 0
         self.mac = None  # (inner hash, outer pad) of the manifest's HMAC, taken as it arrives
         self.got = 0  # bytes of the current part
         self.total = 0  # bytes fed
         self.version = None
+        self.seq = None
         self.files = None
         self.index = 0  # the file being written
         self.file = None
@@ -557,7 +637,7 @@ class Receiver:
         i = 0
         self.total += n
         while i < n:
-            if self.files is None and self.manifest is None:
+            if self.files is None and self.scratch is None:
                 take = min(HEAD - self.got, n - i)
                 self.head[self.got : self.got + take] = mv[i : i + take]
                 self.got += take
@@ -568,7 +648,7 @@ class Receiver:
                 take = min(self.manifest_len - self.got, n - i)
                 part = mv[i : i + take]
                 self.mac[0].update(part)
-                self.manifest.feed(part)
+                self.scratch.write(part)
                 self.got += take
                 i += take
                 if self.got == self.manifest_len:
@@ -596,23 +676,48 @@ class Receiver:
                 413, "bundle: manifest of %d bytes, the limit is %d" % (m, self.max_manifest)
             )
         self.manifest_len = m
-        # read and signed as it arrives: the manifest is never held whole (docs/master.md)
-        self.manifest = ManifestReader()
-        self.mac = hmac_start(self.key) if self.key is not None else (hashlib.sha256(), None)
+        # signed as it arrives, kept on the flash: neither held whole nor parsed before the
+        # signature matched (docs/master.md)
+        self.mac = hmac_start(self.key)
+        self.scratch = self.writer.scratch()
         self.got = 0
 
     def _check_manifest(self):
-        if self.key is None:
-            raise OtaError(403, "this master has no update key (config.json ota.key)")
+        self.scratch.close()
+        self.scratch = None
         if not same(hmac_end(*self.mac), self.head[8:]):
             raise OtaError(403, "bundle: the manifest's signature does not match the update key")
+        self.mac = None
+        reader = ManifestReader()
+        buf = bytearray(128)
+        with self.writer.manifest() as f:
+            while True:
+                n = f.readinto(buf)
+                if not n:
+                    break
+                reader.feed(memoryview(buf)[:n])
+        buf = None
+        self.writer.drop_scratch()
         try:
-            doc, dups = self.manifest.finish()
+            doc, dups = reader.finish()
         except ValueError as e:
             raise OtaError(400, "manifest: not JSON: %s" % e)
-        self.manifest = self.mac = None
-        version, files = manifest_of(doc, dups)
+        reader = None
+        version, seq, files = manifest_of(doc, dups)
         doc = None
+        missing = missing_entry(files)
+        if missing:
+            raise OtaError(
+                400,
+                "bundle: the master role's entry modules are missing (each as .mpy or .py): "
+                + ", ".join(missing),
+            )
+        if seq <= self.floor:
+            raise OtaError(
+                409,
+                "bundle: sequence number %d is not newer than %d, the highest this master "
+                "accepted (a replayed or older bundle)" % (seq, self.floor),
+            )
         size = HEAD + self.manifest_len
         for f in files:
             size += f[1]
@@ -624,8 +729,8 @@ class Receiver:
             raise OtaError(
                 413, "bundle: %d bytes do not fit the %d free on flash" % (size, self.free)
             )
-        self.manifest = None
         self.version = version
+        self.seq = seq
         self.files = Files(files)
         files = None
         gc.collect()
@@ -652,47 +757,84 @@ class Receiver:
         self.got = 0
         self._open()
 
+    def where(self):
+        """Where the bundle's bytes stopped: in its head, its manifest, or inside a file."""
+        if self.files is None:
+            return "in its manifest" if self.scratch is not None else "in its head"
+        if self.index < len(self.files):
+            return "inside " + self.files[self.index][0]
+        return "after its last file"
+
     def close(self):
         """Close a file left open by a refusal or a cut upload."""
-        if self.file is not None:
-            self.file.close()
-            self.file = None
+        for f in (self.file, self.scratch):
+            if f is not None:
+                f.close()
+        self.file = self.scratch = None
 
     def finish(self):
         """Raises OtaError(400) unless every file arrived whole."""
         if self.done:
             return
+        where = self.where()
         self.close()
-        if self.files is None:
-            raise OtaError(400, "bundle: upload ended after %d bytes, in its head" % self.total)
-        path = self.files[self.index][0]
-        raise OtaError(400, "bundle: upload ended after %d bytes, inside %s" % (self.total, path))
+        raise OtaError(400, "bundle: upload ended after %d bytes, %s" % (self.total, where))
 
 
 class Service:
-    """The master's update state over a flash `root`: the upload into the inactive slot, the
-    trial after it, commit and rollback, GET /ota's document. `reset()` restarts the board,
-    `online()` the module_ids of the organs registered now, `emit` the event log."""
+    """The master's update state over a flash `root`: the upload into the stage and then the
+    inactive slot, the trial after it, commit and rollback, GET /ota's document. `reset()`
+    restarts the board, `online()` the module_ids of the organs registered now, `emit` the event
+    log; `upload_ms`: the whole upload's deadline (master/otalink.py keeps it)."""
 
-    def __init__(self, root="", key=None, token=None, online=None, reset=None, emit=log.emit):
+    def __init__(
+        self,
+        root="",
+        key=None,
+        token=None,
+        online=None,
+        reset=None,
+        emit=log.emit,
+        upload_ms=120000,
+    ):
         self.root = root
         self.key = key
         self.token = token
         self.online = online or (lambda: [])
         self.reset = reset
         self.emit = emit
+        self.upload_ms = upload_ms
         self.busy = False
         self.last = None  # the last result not in the state file (a refused upload)
         self.st = read_state(root)
+        # an upload cut by a reset or a power cut left its stage: nothing names it
+        SlotWriter(root, "").abort()
+        self.floor = max(read_seq(root), _num(self.st.get("seq")))
+
+    def target(self):
+        """The slot a rollback goes to ("" the USB install), or None: the previous slot when
+        it is known good (it ran committed, or runs now under a trial) and its files are there."""
+        st = self.st
+        p = st.get("previous")
+        if p is None or not (st.get("previous_ok") or st.get("state") == TRIAL):
+            return None
+        if p and not _is_dir(_join(self.root, p)):
+            return None
+        return p
 
     def document(self):
         st = self.st
         result = self.last or st.get("result")
+        p = self.target()
         return {
             "version": st.get("version"),
-            "previous": st.get("previous_version"),
+            "seq": st.get("seq"),
+            "highest_seq": self.floor,  # an update must carry a higher one
+            "previous": st.get("previous_version") if p is not None else None,
+            "previous_slot": p,  # where a rollback goes; None: nowhere
             "slot": st.get("slot", ""),
             "state": st.get("state", RUNNING),
+            "uploading": self.busy,
             "result": result,
             "free_flash": free_bytes(self.root),
             "mpy": getattr(sys.implementation, "_mpy", None),  # .mpy version and arch to build for
@@ -703,34 +845,47 @@ class Service:
         self.emit("ota", [("result", "refused"), ("status", status), ("reason", reason)])
 
     def receiver(self, length):
-        """A Receiver into the inactive slot; raises OtaError when no upload may start."""
+        """A Receiver into the stage; raises OtaError when no upload may start."""
         if not self.token:
             raise OtaError(401, "updates need a bearer token: set http.token in config.json")
+        if self.key is None:
+            raise OtaError(403, "this master has no update key (config.json ota.key)")
         if self.busy:
             raise OtaError(409, "an update is already uploading")
         if self.st.get("state") == TRIAL:
             raise OtaError(409, "the running code is on trial; wait for its commit or rollback")
         w = SlotWriter(self.root, inactive(self.st.get("slot", "")))
         self.busy = True
-        return Receiver(w, self.key, length, MAX_MANIFEST, free_bytes(self.root))
+        return Receiver(w, self.key, length, MAX_MANIFEST, free_bytes(self.root), self.floor)
 
     def ended(self, rx, error=None):
-        """After an upload: a refusal aborts the slot and is recorded; a verified bundle puts
-        its slot on trial (the caller resets the board). Returns the result."""
+        """After an upload: a refusal removes what it wrote and is recorded; a verified bundle
+        becomes the inactive slot, on trial (the caller resets the board). Returns the result."""
         self.busy = False
         if error is not None:
             rx.close()
-            if rx.files is not None:
-                rx.writer.abort()
+            rx.writer.abort()
             self.refuse(error.status, error.reason)
             return self.last
         old = self.st
-        slot = rx.writer.dir[len(self.root) :].strip("/")
+        w = rx.writer
+        write_seq(self.root, rx.seq)  # first: a replay is refused from now on, whatever follows
+        self.floor = rx.seq
+        if old.get("previous") == w.slot:
+            # the rollback target's files go now: the state stops naming them first
+            st = dict(old)
+            st["previous"] = st["previous_version"] = st["previous_seq"] = None
+            st["previous_ok"] = False
+            write_state(self.root, st)
+        w.install()
         st = {
-            "slot": slot,
+            "slot": w.slot,
             "version": rx.version,
-            "previous": old.get("slot", ""),
+            "seq": rx.seq,
+            "previous": old.get("slot", ""),  # running now: what a failed trial goes back to
             "previous_version": old.get("version"),
+            "previous_seq": old.get("seq"),
+            "previous_ok": True,
             "state": TRIAL,
             "boots": 0,
             "organs": sorted(self.online()),
@@ -739,35 +894,83 @@ class Service:
         write_state(self.root, st)
         self.st = st
         self.last = None
-        self.emit("ota", [("result", "trial"), ("version", rx.version), ("slot", slot)])
+        self.emit(
+            "ota",
+            [("result", "trial"), ("version", rx.version), ("seq", rx.seq), ("slot", w.slot)],
+        )
         return st["result"]
 
     def commit(self, why):
         st = dict(self.st)
         st["state"] = RUNNING
+        st["previous_ok"] = True  # the trial's previous ran before it: known good
+        st.pop("boots", None)
         st["result"] = {"ok": True, "reason": "committed: " + why}
         write_state(self.root, st)
         self.st = st
         self.emit("ota", [("result", "committed"), ("version", st.get("version")), ("why", why)])
 
-    def roll_back(self, why):
-        """Back to the previous slot on the next boot (the caller resets); False when there is
-        no previous slot."""
+    def rollback_refusal(self):
+        """Why POST /ota/rollback cannot go back now ("" when it can)."""
+        if self.busy:
+            return "an update is uploading: a rollback waits until it has ended"
         st = self.st
-        if st.get("previous") is None:
+        if self.target() is not None:
+            return ""
+        p = st.get("previous")
+        if p is None:
+            return (
+                "no known-good code to go back to: the running code has no previous slot "
+                "(none yet, or it was replaced by an update or failed its trial)"
+            )
+        if not st.get("previous_ok"):
+            return "no known-good code to go back to: slot %r did not commit its trial" % p
+        return "no known-good code to go back to: slot %r has no files" % p
+
+    def roll_back(self, why):
+        """To the rollback target on the next boot (the caller resets); False when there is none
+        (rollback_refusal says why). During a trial: the trial fails now."""
+        st = self.st
+        if self.busy or self.target() is None:
             return False
+        if st.get("state") == TRIAL:
+            self.fail_trial(why)
+            return True
         new = {
             "slot": st["previous"],
             "version": st.get("previous_version"),
-            "previous": st.get("slot", ""),
+            "seq": st.get("previous_seq"),
+            "previous": st.get("slot", ""),  # it ran committed: known good, a rollback's target
             "previous_version": st.get("version"),
+            "previous_seq": st.get("seq"),
+            "previous_ok": True,
             "state": ROLLED_BACK,
             "result": {"ok": False, "reason": "rolled back: " + why},
         }
+        self._rolled(new, why)
+        return True
+
+    def fail_trial(self, why):
+        """The trial did not commit: back to the code that ran before it, which then has no
+        rollback target (the failed slot never is one)."""
+        st = self.st
+        new = {
+            "slot": st.get("previous") or "",
+            "version": st.get("previous_version"),
+            "seq": st.get("previous_seq"),
+            "previous": None,
+            "previous_version": None,
+            "previous_seq": None,
+            "previous_ok": False,
+            "state": ROLLED_BACK,
+            "result": {"ok": False, "reason": "rolled back: " + why},
+        }
+        self._rolled(new, why)
+
+    def _rolled(self, new, why):
         write_state(self.root, new)
         self.st = new
         self.emit("ota", [("result", "rolled_back"), ("version", new["version"]), ("why", why)])
-        return True
 
     def trial_check(self, http_ok):
         """During a trial: the reason it cannot commit yet ("" when it can)."""
@@ -778,3 +981,7 @@ class Service:
         if missing:
             return "organs not registered again: " + ", ".join(missing)
         return ""
+
+
+def _num(v):
+    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0

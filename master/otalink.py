@@ -3,15 +3,24 @@ import asyncio
 import gc
 
 from organbus import log
+from organbus.ticks import ticks_diff, ticks_ms
 from master import httpd, ota
 
 MAX_BUNDLE = 1024 * 1024  # bytes of one upload (the free flash is checked too)
 RESET_AFTER_MS = 300  # the answer leaves before the board resets
+UPLOAD_MS = 120000  # a whole upload's deadline (config.json "ota": {"upload_ms"}): 1 MB at 9 KB/s
+
+try:
+    _sleep_ms = asyncio.sleep_ms
+except AttributeError:  # CPython (the host tests)
+
+    def _sleep_ms(ms):
+        return asyncio.sleep(ms / 1000)
 
 
 def service(body, settings):
     """A Service from the master's OTA settings: {"flash": root, "key": hex, "token": bearer,
-    "reset": callable}; the online organs come from the Body's registry."""
+    "reset": callable, "upload_ms": deadline}; the online organs come from the Body's registry."""
 
     def online():
         return [s.organ["module_id"] for s in body.registry.online()]
@@ -22,22 +31,67 @@ def service(body, settings):
     except ValueError as e:  # said on the log; uploads are refused (403), the body runs
         log.emit("error", [("file", "config.json"), ("error", "ota.key: %s" % e)])
         key = None
+    upload_ms = settings.get("upload_ms", UPLOAD_MS)
+    if not isinstance(upload_ms, int) or isinstance(upload_ms, bool) or upload_ms < 1000:
+        log.emit(
+            "error",
+            [
+                ("file", "config.json"),
+                ("error", "ota.upload_ms: at least 1000; %d used" % UPLOAD_MS),
+            ],
+        )
+        upload_ms = UPLOAD_MS
     return ota.Service(
         settings.get("flash", ""),
         key,
         settings.get("token"),
         online,
         settings.get("reset"),
+        upload_ms=upload_ms,
     )
 
 
 async def _reset_soon(svc):
-    await asyncio.sleep_ms(RESET_AFTER_MS)
+    await _sleep_ms(RESET_AFTER_MS)
     if svc.reset is not None:
         svc.reset()
 
 
-def routes(svc):
+async def _take(svc, rx, stream, clock):
+    # Every piece of the body into the Receiver; a stalled, cut or overlong upload is an
+    # OtaError with what came and where it stopped (the whole-upload deadline is checked as
+    # each piece comes: a stall is cut by the stream's own idle deadline first).
+    t0 = clock()
+    while True:
+        try:
+            chunk = await stream.read()
+        except asyncio.TimeoutError:
+            raise ota.OtaError(
+                408,
+                "bundle: upload stalled after %d of %d bytes, %s: nothing came for %d ms"
+                % (rx.total, rx.length or 0, rx.where(), stream.idle_ms),
+            )
+        except (EOFError, OSError) as e:
+            raise ota.OtaError(
+                400,
+                "upload cut after %d of %d bytes, %s: the client stopped sending (%s)"
+                % (rx.total, rx.length or 0, rx.where(), type(e).__name__),
+            )
+        if not chunk:
+            break
+        rx.feed(chunk)
+        chunk = None
+        if ticks_diff(clock(), t0) > svc.upload_ms:
+            raise ota.OtaError(
+                408,
+                "bundle: upload not done within its deadline of %d ms (%d of %d bytes came)"
+                % (svc.upload_ms, rx.total, rx.length or 0),
+            )
+        await _sleep_ms(0)  # the bus's tasks run between pieces
+    rx.finish()
+
+
+def routes(svc, clock=ticks_ms):
     """{(method, path): handler} of the update for master.httpd.serve."""
 
     async def post_ota(req):
@@ -47,19 +101,12 @@ def routes(svc):
             svc.refuse(e.status, e.reason)
             raise httpd.HttpError(e.status, e.reason)
         try:
-            while True:
-                chunk = await req.stream.read()
-                if not chunk:
-                    break
-                rx.feed(chunk)
-                chunk = None
-                await asyncio.sleep_ms(0)  # the bus's tasks run between pieces
-            rx.finish()
+            await _take(svc, rx, req.stream, clock)
         except ota.OtaError as e:
             svc.ended(rx, e)
             raise httpd.HttpError(e.status, e.reason)
         except MemoryError:  # said in GET /ota too: what the update lacked (docs/master.md)
-            rx.manifest = None
+            rx.close()
             gc.collect()
             free = gc.mem_free() if hasattr(gc, "mem_free") else -1
             if rx.files is None:
@@ -73,10 +120,14 @@ def routes(svc):
             )
             svc.ended(rx, ota.OtaError(503, why))
             raise httpd.HttpError(503, why, {"Retry-After": "1"})
-        except (EOFError, OSError, asyncio.TimeoutError) as e:
-            why = "upload cut after %d bytes (%s)" % (rx.total, type(e).__name__)
-            svc.ended(rx, ota.OtaError(400, why))
-            raise
+        except OSError as e:  # the flash's (the stream's are in _take): full, or failing
+            why = "bundle: writing to the flash failed after %d bytes, %s: %s" % (
+                rx.total,
+                rx.where(),
+                e,
+            )
+            svc.ended(rx, ota.OtaError(500, why))
+            raise httpd.HttpError(500, why)
         except BaseException as e:  # a cancel or a bug: the slot is never left half written
             svc.ended(rx, ota.OtaError(500, "upload stopped: %r" % e))
             raise
@@ -93,8 +144,9 @@ def routes(svc):
     async def post_rollback(req):
         if not svc.token:
             raise httpd.HttpError(401, "updates need a bearer token: set http.token in config.json")
-        if not svc.roll_back("asked by POST /ota/rollback"):
-            raise httpd.HttpError(409, "no previous slot to go back to")
+        why = svc.rollback_refusal()
+        if why or not svc.roll_back("asked by POST /ota/rollback"):
+            raise httpd.HttpError(409, why or "no rollback now")
         asyncio.create_task(_reset_soon(svc))
         return 200, svc.document(), None
 
@@ -133,6 +185,6 @@ async def supervise(svc, http, trial_ms, clock, diff, step_ms=500):
         if not why:
             svc.commit("booted, HTTP answered, every organ registered again")
             return
-        await asyncio.sleep_ms(step_ms)
-    svc.roll_back("trial of %d ms ended: %s" % (trial_ms, why))
+        await _sleep_ms(step_ms)
+    svc.fail_trial("trial of %d ms ended: %s" % (trial_ms, why))
     await _reset_soon(svc)

@@ -49,7 +49,8 @@ IDLE_S = 2.0
 
 def refused_bundle():
     """A 256 KB bundle whose last byte is wrong: read, written and hashed whole, then refused."""
-    files = [("master/pad%d.bin" % i, os.urandom(FILE_BYTES)) for i in range(UPLOAD_FILES)]
+    files = [(m + ".py", b"") for m in tool._ota.ENTRY]  # the role's entry modules, empty
+    files += [("master/pad%d.bin" % i, os.urandom(FILE_BYTES)) for i in range(UPLOAD_FILES)]
     data = bytearray(tool.bundle(bytes.fromhex(KEY), files, "bench"))
     data[-1] ^= 1
     return bytes(data)

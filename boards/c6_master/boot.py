@@ -3,7 +3,9 @@
 # Never updated over the air and importing nothing from a slot, so a bad update cannot reach
 # it. The slot's folder goes first on sys.path (before .frozen and /lib): main.py's imports
 # then load the slot's code. A trial gets one boot; booting again while it is still on trial
-# (a crash, a reset, a power cut before its commit) rolls back to the previous slot.
+# (a crash, a reset, a power cut before its commit) rolls back to the previous slot, which then
+# has no rollback target: the failed slot never is one (master/ota.py, Service.fail_trial).
+# A slot whose folder is gone is never run: the USB install's /lib runs, and the state says so.
 import json
 import os
 import sys
@@ -21,10 +23,32 @@ def _write(path, st):
     os.rename(path + ".tmp", path)
 
 
+def _is_dir(path):
+    try:
+        return os.stat(path)[0] & 0x4000 != 0
+    except OSError:
+        return False
+
+
+def _back(slot, version, seq, why):
+    return {
+        "slot": slot,
+        "version": version,
+        "seq": seq,
+        "previous": None,
+        "previous_version": None,
+        "previous_seq": None,
+        "previous_ok": False,
+        "state": "rolled_back",
+        "result": {"ok": False, "reason": "rolled back: " + why},
+    }
+
+
 def choose(root=""):
     """The slot to run ("" the root's /lib), after rolling back an unfinished trial; puts it
     on sys.path and returns (slot, note)."""
-    path = (root + "/" if root else "") + STATE
+    at = root + "/" if root else ""
+    path = at + STATE
     try:
         with open(path) as f:
             st = json.loads(f.read())
@@ -33,22 +57,21 @@ def choose(root=""):
     note = None
     if st.get("state") == "trial":
         if st.get("boots", 0) >= 1:
-            why = "the trial of %s did not commit before the board booted again" % st.get("version")
-            st = {
-                "slot": st.get("previous", ""),
-                "version": st.get("previous_version"),
-                "previous": st.get("slot", ""),
-                "previous_version": st.get("version"),
-                "state": "rolled_back",
-                "result": {"ok": False, "reason": "rolled back: " + why},
-            }
-            note = why
+            note = "the trial of %s did not commit before the board booted again" % st.get(
+                "version"
+            )
+            prev = st.get("previous") or ""
+            st = _back(prev, st.get("previous_version"), st.get("previous_seq"), note)
         else:
             st["boots"] = 1
         _write(path, st)
-    slot = st.get("slot", "")
+    slot = st.get("slot") or ""
+    if slot and not _is_dir(at + slot):
+        note = "slot %s (%s) has no files: the USB install runs" % (slot, st.get("version"))
+        _write(path, _back("", None, None, note))
+        slot = ""
     if slot:
-        d = (root + "/" if root else "") + slot
+        d = at + slot
         base = os.getcwd() if not d.startswith("/") else ""
         sys.path.insert(0, (base.rstrip("/") + "/" + d) if base else d)
     return slot, note

@@ -13,7 +13,7 @@ def _manifest(n):
     for i in range(n):
         d = b"file %d" % i
         files.append({"path": "master/m%d.mpy" % i, "size": len(d), "sha256": _hex(d)})
-    return json.dumps({"version": "v1-\u00e9", "files": files}).encode()
+    return json.dumps({"version": "v1-\u00e9", "seq": 7, "files": files}).encode()
 
 
 def _hex(data):
@@ -43,12 +43,17 @@ def test_values_as_the_strict_reader_gives_them_from_any_split():
 
 
 def test_manifest_of_a_streamed_manifest():
-    version, files = ota.manifest_of(*_read(_manifest(3), 5))
-    assert version == "v1-\u00e9" and [f[0] for f in files] == [
-        "master/m0.mpy",
-        "master/m1.mpy",
-        "master/m2.mpy",
-    ]
+    version, seq, files = ota.manifest_of(*_read(_manifest(3), 5))
+    assert (
+        version == "v1-\u00e9"
+        and seq == 7
+        and [f[0] for f in files]
+        == [
+            "master/m0.mpy",
+            "master/m1.mpy",
+            "master/m2.mpy",
+        ]
+    )
     assert files[1][1] == 6 and files[1][2] == hashlib.sha256(b"file 1").digest()
 
 

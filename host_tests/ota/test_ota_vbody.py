@@ -1,4 +1,4 @@
-# The master's update over the air in the virtual body: commit, refusals, cut upload, rollback (asked, crash, organ gone), a plan during an upload.
+# The master's update over the air in the virtual body: commit, refusals, cut upload, replay, rollback (asked, crash, organ gone, refused), a plan during an upload.
 import json
 import os
 import subprocess
@@ -17,6 +17,8 @@ KEY = "7f" * 32
 TOKEN = "ota-test-token"
 TRIAL_MS = 8000
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ENTRY = [(m + ".py", b"") for m in ota.ENTRY]  # the role's entry modules, empty: refused anyway
+CAPTURED = []  # the bytes of v2's bundle as they went over the wire (for the replay)
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +124,7 @@ def test_1_bad_signature_403_missing_token_401_nothing_written(vb):
 def test_2_wrong_hash_refused_with_the_reason_old_code_runs(vb):
     before = _code_files(_snapshot(vb.flash))
     key = bytes.fromhex(KEY)
-    good = tool.bundle(key, [("master/x.py", b"X = 1\n")], "v9")
+    good = tool.bundle(key, ENTRY + [("master/x.py", b"X = 1\n")], "v9")
     bad = good[:-2] + b"Y\n"  # same size, other bytes than the signed hash
     status, answer = _raw_post(vb, bad)
     assert status == 422 and "master/x.py: SHA-256 does not match" in answer["error"], answer
@@ -136,7 +138,7 @@ def test_3_upload_killed_halfway_leaves_the_old_code(vb):
     import socket
 
     before = _code_files(_snapshot(vb.flash))
-    data = tool.bundle(bytes.fromhex(KEY), [("master/x.py", b"X = 1\n" * 2000)], "v9")
+    data = tool.bundle(bytes.fromhex(KEY), ENTRY + [("master/x.py", b"X = 1\n" * 2000)], "v9")
     s = socket.create_connection(vb.http)
     s.sendall(
         b"POST /ota HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n"
@@ -144,7 +146,17 @@ def test_3_upload_killed_halfway_leaves_the_old_code(vb):
     )
     s.sendall(data[: len(data) // 2])
     time.sleep(0.5)
+    s.shutdown(socket.SHUT_WR)  # the client stops sending and waits for the answer
+    s.settimeout(10)
+    answer = b""
+    while True:
+        got = s.recv(4096)
+        if not got:
+            break
+        answer += got
     s.close()
+    assert answer.startswith(b"HTTP/1.1 400 "), answer[:200]  # was 500 EOFError()
+    assert b"upload cut after %d of %d bytes" % (len(data) // 2, len(data)) in answer, answer
     doc = _wait_ota(
         vb, lambda d: (d.get("result") or {}).get("reason", "").startswith("upload cut"), 10
     )
@@ -153,8 +165,15 @@ def test_3_upload_killed_halfway_leaves_the_old_code(vb):
     assert vb.plan(one_step("led_off"))[0] == 200
 
 
-def test_4_update_committed_new_code_runs(vb):
+def test_4_update_committed_new_code_runs(vb, monkeypatch):
     since = vb.mark()
+    push = tool.Master.push
+
+    def spy(self, data, *a, **k):  # what anyone on the network would have seen
+        CAPTURED.append(bytes(data))
+        return push(self, data, *a, **k)
+
+    monkeypatch.setattr(tool.Master, "push", spy)
     rc = tool.update(_url(vb), TOKEN, vb.key_file, None, "v2", 60, _patched_app(_marker("v2")))
     assert rc == 0, "v2 was not committed: %s" % _ota(vb)
     doc = _ota(vb)
@@ -165,6 +184,23 @@ def test_4_update_committed_new_code_runs(vb):
         lambda e: e.get("event") == "ota" and e.get("result") == "committed", 5, since
     )
     assert os.path.exists(os.path.join(vb.flash, "a", "master", "app.mpy"))
+    assert doc["seq"] == 1 and doc["highest_seq"] == 1, doc
+
+
+def test_4b_the_captured_bundle_pushed_again_is_refused_409(vb):
+    assert len(CAPTURED) == 1, "v2's bundle was not captured"
+    before = _code_files(_snapshot(vb.flash))
+    status, answer = _raw_post(vb, CAPTURED[0])
+    assert status == 409, (status, answer)
+    assert "sequence number 1 is not newer than 1" in answer["error"], answer
+    doc = _ota(vb)
+    assert doc["version"] == "v2" and doc["state"] == "running", doc
+    assert doc["result"]["status"] == 409, doc
+    after = _code_files(_snapshot(vb.flash))
+    assert {k: v for k, v in after.items() if k != "ota.json"} == {
+        k: v for k, v in before.items() if k != "ota.json"
+    }, "a refused replay changed the slots"
+    assert vb.plan(one_step("led_on"))[0] == 200
 
 
 def test_5_plan_runs_while_an_update_uploads(vb):
@@ -173,7 +209,8 @@ def test_5_plan_runs_while_an_update_uploads(vb):
     slow = tool.Master(_url(vb), TOKEN)
     key = tool.load_key(vb.key_file)
     with_files = tool.bundle_files("x64", str(vb.out_dir))
-    data = tool.bundle(key, with_files + [("master/pad.bin", os.urandom(200000))], "v3")
+    seq = _ota(vb)["highest_seq"] + 1
+    data = tool.bundle(key, with_files + [("master/pad.bin", os.urandom(200000))], "v3", seq)
 
     def upload():  # only the push: the plans below run while the bytes go in
         def progress(sent, total):
@@ -193,6 +230,10 @@ def test_5_plan_runs_while_an_update_uploads(vb):
     idle = round_trips(10)
     t = threading.Thread(target=upload)
     t.start()
+    # a rollback asked while the bytes go in is refused, and the upload goes on
+    assert _wait_ota(vb, lambda d: d.get("uploading"), 30)
+    status, answer = vb.request("POST", "/ota/rollback")
+    assert status == 409 and "an update is uploading" in answer["error"], (status, answer)
     during = round_trips(0, t)
     t.join(60)
     assert result["push"][0] == 200, result
@@ -217,6 +258,9 @@ def test_5_plan_runs_while_an_update_uploads(vb):
         result["s"],
     )
     assert _wait_ota(vb, lambda d: d["state"] == "running" and d["version"] == "v3", 60)
+    # v2's captured bundle is older still
+    status, answer = _raw_post(vb, CAPTURED[0])
+    assert status == 409 and "1 is not newer than 2" in answer["error"], (status, answer)
 
 
 def test_6_ota_rollback_returns_to_the_previous_version(vb):
@@ -255,6 +299,12 @@ def test_7_new_code_that_raises_at_boot_rolls_back(vb):
     # right after the boot met 422, led_on not yet on the menu, in a whole-suite run)
     assert vb.wait_menu(LED, 20) is not None, "the LED organ never registered after the rollback"
     assert vb.plan(one_step("led_on"))[0] == 200
+    # v4 failed its trial: it is no rollback target, and v3's slot took v4's files
+    assert doc["previous"] is None and doc["previous_slot"] is None, doc
+    status, answer = vb.request("POST", "/ota/rollback")
+    assert status == 409 and "no known-good code to go back to" in answer["error"], answer
+    assert vb.plan(one_step("led_off"))[0] == 200, "the master stopped serving"
+    assert _ota(vb)["version"] == "v2"
 
 
 def _booted_after_rollback(vb):

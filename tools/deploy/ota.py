@@ -84,10 +84,12 @@ def bundle_files(arch, stage):
     return out
 
 
-def bundle(key, files, version):
-    """The signed bundle (master/ota.py's format) of [(path, bytes)]."""
+def bundle(key, files, version, seq=1):
+    """The signed bundle (master/ota.py's format) of [(path, bytes)], with the sequence number
+    `seq` (the master takes it only when it is above the highest it accepted)."""
     man = {
         "version": version,
+        "seq": seq,
         "files": [
             {"path": p, "size": len(d), "sha256": hashlib.sha256(d).hexdigest()} for p, d in files
         ],
@@ -203,15 +205,16 @@ def update(url, token, key_path=None, arch=None, version=None, timeout=120, patc
     if arch not in ARCH_IDS:
         raise FlashError("unknown arch %r" % arch)
     version = version or default_version()
+    seq = (doc.get("highest_seq") or 0) + 1  # signed: a replay of an older bundle is refused
     say(
-        "organbus master update %s -> %s:%d (running %s, .mpy arch %s)"
-        % (version, m.host, m.port, doc.get("version") or "the USB install", arch)
+        "organbus master update %s (sequence %d) -> %s:%d (running %s, .mpy arch %s)"
+        % (version, seq, m.host, m.port, doc.get("version") or "the USB install", arch)
     )
     with tempfile.TemporaryDirectory(prefix="organbus-ota-") as stage:
         files = bundle_files(arch, stage)
         if patch is not None:
             files = patch(files, arch, stage)
-    data = bundle(key, files, version)
+    data = bundle(key, files, version, seq)
     say("   bundle: %d files, %d bytes, signed (HMAC-SHA256)" % (len(files), len(data)))
     status, answer = m.push(data, bar)
     if status != 200:
