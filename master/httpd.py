@@ -67,8 +67,13 @@ DEFAULTS = {
     "origins": (),  # browser Origins allowed; a request with any other Origin gets 403
 }
 
+# The reason phrase of every status this server and its routes send (RFC 9110 section 15), and
+# of the others a route is likely to choose; any other status gets its class's name
+# (`reason`), never a made-up word.
 REASONS = {
+    100: "Continue",
     200: "OK",
+    201: "Created",
     202: "Accepted",
     204: "No Content",
     400: "Bad Request",
@@ -76,10 +81,19 @@ REASONS = {
     403: "Forbidden",
     404: "Not Found",
     405: "Method Not Allowed",
+    406: "Not Acceptable",
     408: "Request Timeout",
+    409: "Conflict",
+    410: "Gone",
     411: "Length Required",
+    412: "Precondition Failed",
     413: "Content Too Large",
+    415: "Unsupported Media Type",
+    416: "Range Not Satisfiable",
+    417: "Expectation Failed",
     422: "Unprocessable Content",
+    423: "Locked",
+    428: "Precondition Required",
     429: "Too Many Requests",
     431: "Request Header Fields Too Large",
     500: "Internal Server Error",
@@ -87,7 +101,23 @@ REASONS = {
     502: "Bad Gateway",
     503: "Service Unavailable",
     504: "Gateway Timeout",
+    507: "Insufficient Storage",
 }
+_CLASSES = ("Informational", "Successful", "Redirection", "Client Error", "Server Error")
+
+
+def reason(status):
+    """The reason phrase of `status`: its own (REASONS), else its class's (RFC 9110 15.1)."""
+    r = REASONS.get(status)
+    if r is None:
+        k = status // 100 - 1
+        r = _CLASSES[k] if 0 <= k < len(_CLASSES) else "Unknown"
+    return r
+
+
+def status_line(status):
+    return "HTTP/1.1 %d %s\r\n" % (status, reason(status))
+
 
 if hasattr(time, "ticks_ms"):
     _ticks = time.ticks_ms
@@ -451,7 +481,7 @@ async def _drain(writer, timeout_s):
 
 
 def _head(status, headers, ctype, length):
-    out = ["HTTP/1.1 %d %s\r\n" % (status, REASONS.get(status, "Status"))]
+    out = [status_line(status)]
     have_ctype = False
     if headers:
         for k in headers:
@@ -704,7 +734,7 @@ class HttpServer:
         # request slot back first: the route bounds its streams itself (master/sse.py).
         try:
             self.counts[status] = self.counts.get(status, 0) + 1
-            out = ["HTTP/1.1 %d %s\r\n" % (status, REASONS.get(status, "Status"))]
+            out = [status_line(status)]
             if headers:
                 for k in headers:
                     out.append("%s: %s\r\n" % (k, headers[k]))

@@ -31,6 +31,7 @@ METHOD_NOT_FOUND = const(-32601)
 INVALID_PARAMS = const(-32602)
 INTERNAL_ERROR = const(-32603)
 RESOURCE_NOT_FOUND = const(-32002)
+STREAM_RETRY_S = "5"  # Retry-After of a GET /mcp refused by the stream bounds (mcpstream.py)
 
 STATUS_URI = "organbus://status"
 REPORTS_URI = "organbus://reports"
@@ -149,7 +150,10 @@ class McpServer:
         s, refusal = self._session_of(req)
         if refusal:
             return refusal
-        return 200, NotifyStream(s), SSE_HEAD
+        why = self.sessions.refusal(s)
+        if why:
+            return 503, {"error": why}, {"Retry-After": STREAM_RETRY_S}
+        return 200, NotifyStream(self.sessions, s), SSE_HEAD
 
     async def end(self, req):
         """The `DELETE /mcp` route: the session ends."""
@@ -162,7 +166,8 @@ class McpServer:
         ss = self.sessions
         return {
             "sessions": len(ss.table),
-            "streams": sum([s.streaming for s in ss.table]),
+            "streams": ss.streams,
+            "streams_refused": ss.refused,
             "notified": ss.notified,
             "calls": self.calls,
         }

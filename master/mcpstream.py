@@ -3,7 +3,10 @@
 # A session is made at `initialize` (its id in the Mcp-Session-Id header) so a client can open
 # the GET stream; POSTs without a session id still work, statelessly, as before. The table is
 # small (`MAX_SESSIONS`, the oldest goes); each session keeps a bounded queue of notifications,
-# filled only while its GET stream is open and written by that stream's own task.
+# filled only while its GET stream is open and written by that stream's own task. A stream
+# holds a connection's task and buffers (about 3.4 KB on the 64-bit unix port), so they are
+# bounded: `SESSION_STREAMS` per session, `MAX_STREAMS` in all; a session that ends (DELETE,
+# or evicted by a newer one) ends its streams.
 import asyncio
 import json
 import os
@@ -14,6 +17,8 @@ from micropython import const
 from organbus.ticks import ticks_diff
 
 MAX_SESSIONS = const(4)
+MAX_STREAMS = const(2)  # GET /mcp streams open at once, every session together
+SESSION_STREAMS = const(1)  # GET /mcp streams one session may hold
 QUEUE = const(16)
 KEEPALIVE_MS = const(15000)
 STALL_MS = const(30000)
@@ -62,7 +67,13 @@ class Session:
         self.queue = []
         self.dropped = 0
         self.streaming = 0  # GET streams open now
+        self.ended = False  # DELETEd or evicted: its streams end
         self.ready = asyncio.Event()
+
+    def end(self):
+        self.ended = True
+        self.queue = []
+        self.ready.set()  # its streams wake, see it ended and return
 
     def push(self, msg):
         if not self.streaming:
@@ -75,14 +86,19 @@ class Session:
 
 
 class Sessions:
-    """The session table: `new()`, `get(sid)`, `end(sid)`, `push_all(msg)`, `push_subscribed`."""
+    """The session table: `new()`, `get(sid)`, `end(sid)`, `push_all(msg)`, `push_subscribed`,
+    and the bound on GET streams: `refusal(session)` says why one more may not open."""
 
-    def __init__(self, limit=MAX_SESSIONS):
+    def __init__(self, limit=MAX_SESSIONS, max_streams=MAX_STREAMS, per_session=SESSION_STREAMS):
         self.limit = limit
+        self.max_streams = max_streams
+        self.per_session = per_session
         self.table = []  # oldest first
         self.made = 0
         self.evicted = 0
         self.notified = 0
+        self.streams = 0  # GET streams open now, ended sessions' included until they close
+        self.refused = 0  # GET streams refused by the bounds
 
     def new(self):
         if len(self.table) >= self.limit:
@@ -92,6 +108,7 @@ class Sessions:
                     victim = s
                     break
             self.table.remove(victim)
+            victim.end()
             self.evicted += 1
         s = Session(_new_id())
         self.table.append(s)
@@ -108,7 +125,25 @@ class Sessions:
         s = self.get(sid)
         if s is not None:
             self.table.remove(s)
+            s.end()
         return s
+
+    def refusal(self, session):
+        """None when `session` may open one more GET stream, else the reason it may not."""
+        why = None
+        if session.streaming >= self.per_session:
+            why = (
+                "this session has %d notification stream(s) open already, the most one session "
+                "may hold; close it first (a stream whose client went is noticed within %d s)"
+                % (session.streaming, 2 * KEEPALIVE_MS // 1000)
+            )
+        elif self.streams >= self.max_streams:
+            why = "%d MCP notification streams are open already, the most this body serves" % (
+                self.streams
+            )
+        if why:
+            self.refused += 1
+        return why
 
     def push_all(self, msg):
         for s in self.table:
@@ -124,17 +159,21 @@ class Sessions:
 
 
 class NotifyStream:
-    """The GET /mcp stream of one session (httpd writes it with `write_to`)."""
+    """The GET /mcp stream of one session (httpd writes it with `write_to`) until the client
+    goes or the session ends; counted in the session's and the table's bounds until closed."""
 
-    def __init__(self, session):
+    def __init__(self, sessions, session):
+        self.sessions = sessions
         self.session = session
+        self.open = True
         session.streaming += 1
+        sessions.streams += 1
 
     async def write_to(self, writer):
         s = self.session
         writer.write(b": organbus mcp notifications\n\n")
         await asyncio.wait_for(writer.drain(), STALL_MS / 1000)
-        while True:
+        while not s.ended:
             if not s.queue:
                 s.ready.clear()
                 try:
@@ -147,8 +186,11 @@ class NotifyStream:
             await asyncio.wait_for(writer.drain(), STALL_MS / 1000)
 
     def close(self):
-        if self.session.streaming:
-            self.session.streaming -= 1
+        if not self.open:
+            return
+        self.open = False
+        self.sessions.streams -= 1
+        self.session.streaming -= 1
         if not self.session.streaming:
             self.session.queue = []
 

@@ -359,3 +359,51 @@ def test_slow_clients_never_lock_a_good_client_out(sources):
     finally:
         drip.close()
         s.stop()
+
+
+def _statuses_sent_by_the_master():
+    # every status literal a master module answers with: HttpError(N, ...), OtaError(N, ...),
+    # `return N, ...` of a route and `_send(writer, N, ...)` of the server
+    import os
+    import re
+
+    from support import ROOT
+
+    pat = re.compile(r"(?:HttpError|OtaError)\(\s*([1-5]\d\d)\b|return \(?\s*([1-5]\d\d),"
+                     r"|_send\(\s*writer,\s*([1-5]\d\d)\b|\"([1-5]\d\d) ")  # fmt: skip
+    found = {}
+    d = os.path.join(ROOT, "master")
+    for name in sorted(os.listdir(d)):
+        if name.endswith(".py"):
+            with open(os.path.join(d, name)) as f:
+                for m in pat.finditer(f.read()):
+                    found.setdefault(int([g for g in m.groups() if g][0]), name)
+    return found
+
+
+def test_every_status_the_master_sends_has_its_reason_phrase(server):
+    from master import httpd
+
+    found = _statuses_sent_by_the_master()
+    assert {200, 400, 409, 503} <= set(found), "the scan finds the master's statuses: %r" % found
+    missing = dict((s, f) for s, f in found.items() if s not in httpd.REASONS)
+    assert not missing, "statuses sent without their reason phrase: %r" % missing
+    # and on the wire, through the server: a route's 409, 406 and a class-named status
+    routes = {}
+    for status in (409, 406, 418):
+        routes[("GET", "/s%d" % status)] = lambda req, s=status: _answer(s)
+    s = ServerThread(routes=routes)
+    try:
+        for status, phrase in (
+            (409, b"Conflict"),
+            (406, b"Not Acceptable"),
+            (418, b"Client Error"),
+        ):
+            raw = raw_exchange(s.port, b"GET /s%d HTTP/1.1\r\nHost: x\r\n\r\n" % status)
+            assert raw.startswith(b"HTTP/1.1 %d %s\r\n" % (status, phrase)), raw[:60]
+    finally:
+        s.stop()
+
+
+async def _answer(status):
+    return status, {"error": "status %d" % status}, None

@@ -78,3 +78,17 @@ def test_encode_response_and_client_address():
     assert httpd.client_address(sockaddr) == "127.0.0.1"
     assert httpd._tokens_equal("abc", "abc") and not httpd._tokens_equal("abc", "abd")
     assert not httpd._tokens_equal("abc", "ab")
+
+
+def test_every_status_line_has_its_own_reason_phrase():
+    # issue 24 (14): 409 went out as "409 Status"; a status outside the table gets its class's
+    # name (RFC 9110 15.1), never a made-up word
+    for status, phrase in ((409, b"Conflict"), (406, b"Not Acceptable"), (100, b"Continue"),
+                           (413, b"Content Too Large"), (507, b"Insufficient Storage"),
+                           (418, b"Client Error"), (299, b"Successful"), (599, b"Server Error"),
+                           (199, b"Informational"), (399, b"Redirection")):  # fmt: skip
+        line = httpd.encode_response(status, {"error": "x"}).split(b"\r\n", 1)[0]
+        assert line == b"HTTP/1.1 %d %s" % (status, phrase), line
+        assert httpd.status_line(status).encode() == line + b"\r\n", status
+    for status in httpd.REASONS:
+        assert httpd.reason(status) == httpd.REASONS[status] != "Status", status
