@@ -108,3 +108,16 @@ def boot_module():
     finally:
         sys.path.pop(0)
     return boot
+
+
+def booted(d):
+    """The board resets into its trial and the trial passes: boot.py picks the slot, a fresh
+    Service commits; returns that Service."""
+    saved = list(sys.path)
+    try:
+        boot_module().choose(d)
+    finally:
+        sys.path[:] = saved
+    s = svc(d)[0]
+    s.commit("test")
+    return s

@@ -3,7 +3,7 @@ import gc
 import sys
 
 from master import ota
-from ota_rig import FILES, KEY, boot_module, bundle, svc as _svc, tmp, tree, upload
+from ota_rig import FILES, boot_module, booted, bundle, svc as _svc, tmp, tree, upload
 
 UNIX_PORT = True
 RV32 = False  # the RV32 image under QEMU has no writable file system
@@ -15,25 +15,13 @@ def _v(n):
     return [("master/app.py", b"print('app v%d')\n" % n)] + FILES[1:]
 
 
-def _booted(d, svc=None):
-    # the board resets into its trial and the trial passes: boot.py, a fresh Service, commit
-    saved = list(sys.path)
-    try:
-        boot_module().choose(d)
-    finally:
-        sys.path[:] = saved
-    s = _svc(d)[0]
-    s.commit("test")
-    return s
-
-
 def _committed(d, versions):
     # versions [(name, seq)] uploaded and committed in turn: v1 in a, v2 in b, v3 in a ...
     s = _svc(d)[0]
     for name, seq in versions:
         r, _ = upload(s, bundle(_v(seq), name, seq=seq), 500)
         assert r["ok"], r
-        s = _booted(d)
+        s = booted(d)
     return s
 
 
@@ -55,9 +43,9 @@ def test_a_replayed_or_older_bundle_is_refused_409_with_both_numbers():
     v2 = bundle(_v(2), "v2", seq=2)
     s = _svc(d)[0]
     assert upload(s, v1, 500)[0]["ok"]
-    s = _booted(d)
+    s = booted(d)
     assert upload(s, v2, 500)[0]["ok"]
-    s = _booted(d)
+    s = booted(d)
     before = tree(d)
     for old, n in ((v1, 1), (v2, 2)):  # the captured bytes of either, pushed again
         r, _ = upload(s, old, 700)

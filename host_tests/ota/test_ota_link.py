@@ -1,9 +1,8 @@
 # The update's HTTP handlers (master/otalink.py) over a scripted body stream: a cut, a stall, a trickle past the whole-upload deadline, a rollback during an upload or after a failed trial; both interpreters.
 import asyncio
-import sys
 
 from master import httpd, ota, otalink
-from ota_rig import FILES, boot_module, bundle, svc as _svc, tmp, tree, upload
+from ota_rig import FILES, booted, bundle, svc as _svc, tmp, tree, upload
 
 UNIX_PORT = True
 RV32 = False  # the RV32 image under QEMU has no writable file system
@@ -75,14 +74,7 @@ def _committed(d):
     # v1 uploaded, booted and committed: slot a runs, the USB install is its rollback target
     s = _svc(d)[0]
     assert upload(s, bundle(FILES, "v1"), 500)[0]["ok"]
-    saved = list(sys.path)
-    try:
-        boot_module().choose(d)
-    finally:
-        sys.path[:] = saved
-    s = _svc(d)[0]
-    s.commit("test")
-    return s
+    return booted(d)
 
 
 def test_an_upload_cut_by_the_client_is_400_saying_where_it_stopped():
