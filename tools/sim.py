@@ -5,6 +5,7 @@
   tools/sim.py                      master + LED organ + speaker organ on the paced bus, console
   tools/sim.py --plan FILE          the same, runs one plan, prints the report JSON, stops
   tools/sim.py --script FILE        the same, runs console lines from FILE, stops
+  tools/sim.py --config FILE        the master's /config.json, as on a board (token, update key, ...)
   tools/sim.py board ROLE [...]     one board (master, led, speaker) alone, its UARTs on TCP
 
 Type `help` in the console for its commands. The code is the package tools/vbody/.

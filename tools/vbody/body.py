@@ -150,7 +150,11 @@ class VirtualBody:
                 time.sleep(0.2)
                 continue
             try:
-                s.sendall(b"GET /events HTTP/1.1\r\nHost: sim\r\nAccept: text/event-stream\r\n\r\n")
+                auth = b"Authorization: Bearer %s\r\n" % self.token.encode() if self.token else b""
+                s.sendall(
+                    b"GET /events HTTP/1.1\r\nHost: sim\r\n%sAccept: text/event-stream\r\n\r\n"
+                    % auth
+                )
                 s.settimeout(0.5)
                 buf = b""
                 head = None

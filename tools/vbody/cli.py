@@ -21,6 +21,7 @@ USAGE = """organbus simulator.
   tools/sim.py --script FILE        the same, runs console lines from FILE, stops
   tools/sim.py --events             the same, stdout: the master's GET /events as JSON lines
   tools/sim.py --idle FILE          the master runs the idle plan in FILE when nobody sends one
+  tools/sim.py --config FILE        the master's /config.json (token, update key, nudges, ...)
   tools/sim.py board ROLE [...]     one board (master, led, speaker) alone, its UARTs on TCP
 
 Type `help` in the console for its commands.
@@ -66,12 +67,23 @@ def run_body(args):
             raise SystemExit("sim: --xiaozhi points the master's link: not with an external master")
         _check_ota_url(args.xiaozhi)
     master_config = None
+    if args.config:
+        if args.master:
+            raise SystemExit("sim: --config is the virtual master's: not with an external master")
+        try:
+            master_config, note = board_config(args.config)
+        except ValueError as e:
+            sys.stderr.write("sim.py: error: --config %s: %s\n" % (args.config, e))
+            return 2
+        if note:
+            sys.stderr.write("sim.py: note: --config %s: %s\n" % (args.config, note))
     if args.idle:
         try:
-            master_config = idle_config(args.idle)
+            idle = idle_config(args.idle)
         except ValueError as e:
             sys.stderr.write("sim.py: error: --idle %s: %s\n" % (args.idle, e))
             return 2
+        master_config = dict(master_config or {}, **idle)  # --idle over the config's idle
     if args.heap and not args.master:
         note = launch.heap_note("master", args.heap)
         if note:
@@ -180,6 +192,39 @@ def run_body(args):
         console.settle()
         console.emit("stop", "stopped: every process the simulator started is gone")
     return code
+
+
+def board_config(path):
+    """(config, note) from FILE, the master's /config.json as on a board (token, update key,
+    nudge_url, idle, xiaozhi: docs/sim.md); the master checks its sections itself and says
+    what it refuses on its event log. ValueError for a FILE that is no JSON object, or a URL
+    the master would reach beyond the loopback (the simulation's rule); the note names what
+    only a board uses."""
+    try:
+        with open(path, "rb") as f:
+            obj = json.loads(f.read())
+    except OSError as e:
+        raise ValueError(e.strerror or str(e))
+    except ValueError as e:
+        raise ValueError("not JSON: %s" % e)
+    if not isinstance(obj, dict):
+        raise ValueError("expected a JSON object, the board's /config.json")
+    xz = obj.get("xiaozhi")
+    for what, url in (
+        ("nudge_url", obj.get("nudge_url")),
+        ("xiaozhi.ota_url", xz.get("ota_url") if isinstance(xz, dict) else None),
+    ):
+        if isinstance(url, str) and url.startswith("http://"):
+            host = url[7:].split("/", 1)[0].rsplit(":", 1)[0]
+            if host not in ("127.0.0.1", "localhost"):
+                raise ValueError("%s %r: only loopback addresses are accepted" % (what, url))
+    board_only = [k for k in ("wifi", "http_port") if k in obj]
+    note = None
+    if board_only:
+        note = "%s: a board's only (the virtual master serves HTTP on 127.0.0.1)" % (
+            ", ".join(board_only)
+        )
+    return obj, note
 
 
 def idle_config(path):
@@ -386,6 +431,12 @@ def main(argv=None):
         metavar="FILE",
         help="the master's idle plan (docs/links.md: the local loop), e.g. "
         "boards/c6_master/idle.example.json",
+    )
+    p.add_argument(
+        "--config",
+        metavar="FILE",
+        help="the master's /config.json, as on a board: http.token, ota.key, nudge_url, idle, "
+        "xiaozhi (docs/sim.md); --idle and --xiaozhi go over it",
     )
     p.add_argument(
         "--led", metavar="SPEC", help="an external LED organ at listen:/connect:HOST:PORT"
