@@ -134,6 +134,13 @@ class Body:
             self.idle.preempt(now)  # a link's plan: the idle plan gives way first
         return ACCEPTED, self.scheduler.submit(p, notes, now, on_accept, on_done)
 
+    def cancel(self, run, why):
+        """A link's client withdrew `run` (MCP notifications/cancelled): its steps not sent yet
+        are skipped with `why`, its running steps give their resource groups up, so the
+        group's next COMMAND goes out now and the organ stops the old one (Scheduler.give_way;
+        PROTOCOL.md has no frame that stops a command by itself)."""
+        self.scheduler.give_way(run, why, self.clock())
+
     async def execute(self, raw, on_accept=None, dups=()):
         """(REPORT, report) once every step has its final status, else (kind, {"problems"})."""
         import asyncio  # only here: the rest of the Body is sans-IO and runs without it

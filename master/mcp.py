@@ -13,7 +13,9 @@ from micropython import const
 from organbus.menu import param_schema
 from organbus.plan import one_step
 
-from master.mcpstream import SSE_HEAD, CallStream, NotifyStream, Sessions, notification
+from master.httpd import HttpError
+from master.mcpstream import SSE_HEAD, Call, CallStream, NotifyStream, Sessions
+from master.mcpstream import cancelled, notification
 from master.outcome import ACCEPTED, PROBLEMS, REPORT
 
 # Handshake-era revisions whose transport is Streamable HTTP, newest first.
@@ -26,6 +28,7 @@ INSTRUCTIONS = (
     "The tool list follows the organs that are online now: list again when a call fails."
 )
 
+PARSE_ERROR = const(-32700)
 INVALID_REQUEST = const(-32600)
 METHOD_NOT_FOUND = const(-32601)
 INVALID_PARAMS = const(-32602)
@@ -114,6 +117,8 @@ class McpServer:
     def __init__(self, body, sessions=None):
         self.body = body
         self.calls = 0
+        self.cancels = 0  # notifications/cancelled that cancelled a call in flight
+        self.cancels_ignored = 0  # unknown, finished, malformed or sessionless ones
         self.sessions = sessions if sessions is not None else Sessions()
         hub = getattr(body, "hub", None)
         if hub is not None:
@@ -170,6 +175,8 @@ class McpServer:
             "streams_refused": ss.refused,
             "notified": ss.notified,
             "calls": self.calls,
+            "cancelled": self.cancels,
+            "cancels_ignored": self.cancels_ignored,
         }
 
     def tool_names(self):
@@ -190,45 +197,70 @@ class McpServer:
                 ),
                 None,
             )
-        version = want or "2025-03-26"
         session, refusal = self._session_of(req)
         if refusal:
             return refusal
-        msg = req.json  # parsed here, strictly, on first use (master/httpd.py Request.json)
+        # the header, else what the session's initialize agreed, else (the spec) 2025-03-26
+        version = want or (session.version if session is not None else None) or "2025-03-26"
+        try:
+            msg = req.json  # parsed here, strictly, on first use (master/httpd.py Request.json)
+        except HttpError as e:
+            return 400, _error(None, PARSE_ERROR, "parse error: " + e.reason), None
         dups = getattr(req, "json_dups", ())
+        if isinstance(msg, list):
+            return await self.batch(msg, version, dups, session)
+        if msg is None:
+            return 400, _error(None, INVALID_REQUEST, "empty body: send one JSON-RPC message"), None
         if isinstance(msg, dict) and msg.get("method") == "initialize" and "id" in msg:
             r = await self.dispatch(msg, version)
             if "result" in r:
-                session = self.sessions.new()
-                return 200, r, {"Mcp-Session-Id": session.id}
+                made = self.sessions.new(r["result"]["protocolVersion"])
+                return 200, r, {"Mcp-Session-Id": made.id}
             return 200, r, None
-        if isinstance(msg, dict) and msg.get("method") == "tools/call" and "id" in msg:
-            streamed = self.call_streamed(msg, version, _arg_dups(dups, "params.arguments"))
+        if isinstance(msg, dict) and msg.get("method") == "tools/call":
+            streamed = self.call_streamed(
+                msg, version, _arg_dups(dups, "params.arguments"), session
+            )
             if streamed is not None:
                 return streamed
-        if isinstance(msg, list):
-            if not msg:
-                return 400, _error(None, INVALID_REQUEST, "empty JSON-RPC batch"), None
-            out = []
-            for i, m in enumerate(msg):
-                r = await self.dispatch(m, version, _arg_dups(dups, "[%d].params.arguments" % i))
-                if r is not None:
-                    out.append(r)
-            return (200, out, None) if out else (202, None, None)
-        if msg is None:
-            return 400, _error(None, INVALID_REQUEST, "empty body: send one JSON-RPC message"), None
         r = await self.dispatch(msg, version, _arg_dups(dups, "params.arguments"), session)
         if r is None:
             return 202, None, None
         return 200, r, None
 
-    async def dispatch(self, msg, version, dups=(), session=None):
-        """One JSON-RPC message -> response dict, or None for notifications and responses.
-        `dups`: duplicate keys the strict read found in its tool arguments, as plan paths."""
-        if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0":
-            return _error(
-                None, INVALID_REQUEST, 'not a JSON-RPC 2.0 message (need "jsonrpc": "2.0")'
+    async def batch(self, msgs, version, dups, session):
+        """A JSON-RPC batch: only in 2025-03-26 (2025-06-18 took batching out of MCP), each
+        message within the POST's session; `initialize` may not be in one (2025-03-26)."""
+        if version != "2025-03-26":
+            why = (
+                "JSON-RPC batches are not part of MCP %s (removed in 2025-06-18): send one "
+                "message per POST" % version
             )
+            return 400, _error(None, INVALID_REQUEST, why), None
+        if not msgs:
+            return 400, _error(None, INVALID_REQUEST, "empty JSON-RPC batch"), None
+        out = []
+        for i, m in enumerate(msgs):
+            if isinstance(m, dict) and m.get("method") == "initialize":
+                mid = m.get("id")
+                why = "initialize must not be part of a JSON-RPC batch"
+                out.append(_error(mid if _id_ok(mid) else None, INVALID_REQUEST, why))
+                continue
+            r = await self.dispatch(
+                m, version, _arg_dups(dups, "[%d].params.arguments" % i), session
+            )
+            if r is not None:
+                out.append(r)
+        return (200, out, None) if out else (202, None, None)
+
+    def _envelope(self, msg):
+        """(mid, method, params) of a request, None for a notification or a response (taken,
+        nothing answered: `cancelled` said so for notifications/cancelled), else an error
+        response."""
+        if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0":
+            mid = msg.get("id") if isinstance(msg, dict) else None
+            why = 'not a JSON-RPC 2.0 message (need "jsonrpc": "2.0")'
+            return _error(mid if _id_ok(mid) else None, INVALID_REQUEST, why)
         method = msg.get("method")
         if "id" not in msg:
             if isinstance(method, str):
@@ -240,23 +272,47 @@ class McpServer:
         if not isinstance(method, str):
             if "result" in msg or "error" in msg:
                 return None
-            return _error(mid, INVALID_REQUEST, "request without a method")
+            return _error(mid if _id_ok(mid) else None, INVALID_REQUEST, "request without a method")
+        if not _id_ok(mid):
+            why = "request id must be a string or an integer (MCP: never null), not %s" % (
+                _kind(mid)
+            )
+            return _error(None, INVALID_REQUEST, why)
         params = msg.get("params")
         if params is None:
             params = {}
         if not isinstance(params, dict):
-            return _error(mid, INVALID_PARAMS, "params must be an object")
+            return _error(mid, INVALID_PARAMS, "params must be an object, not %s" % _kind(params))
+        meta = params.get("_meta")
+        if meta is not None and not isinstance(meta, dict):
+            return _error(
+                mid, INVALID_PARAMS, "params._meta must be an object, not %s" % _kind(meta)
+            )
+        return mid, method, params
+
+    async def dispatch(self, msg, version, dups=(), session=None):
+        """One JSON-RPC message -> response dict, or None for notifications and responses.
+        `dups`: duplicate keys the strict read found in its tool arguments, as plan paths."""
+        got = self._envelope(msg)
+        if got is None:
+            if msg.get("method") == "notifications/cancelled" and "id" not in msg:
+                self.cancel(session, msg.get("params"))
+            return None
+        if isinstance(got, dict):
+            return got
+        mid, method, params = got
         try:
             if method == "initialize":
-                return _result(mid, self.initialize(params))
+                return self.initialize(mid, params)
             if method == "ping":
                 return _result(mid, {})
             if method == "tools/list":
-                return _result(mid, {"tools": tools(self.body.menu())})
+                return self.list_tools(mid, params)
             if method == "tools/call":
-                return await self.call_tool(mid, params, version, dups)
+                return await self.call_json(mid, params, version, dups, session)
             if method == "resources/list":
-                return _result(mid, {"resources": RESOURCES})
+                start = _cursor_or_error(mid, params, len(RESOURCES))
+                return start if isinstance(start, dict) else _result(mid, {"resources": RESOURCES})
             if method == "resources/read":
                 return self.read_resource(mid, params)
             if method in ("resources/subscribe", "resources/unsubscribe"):
@@ -273,18 +329,55 @@ class McpServer:
             % method[:60],
         )
 
-    def initialize(self, params):
+    def cancel(self, session, params):
+        """notifications/cancelled: the session's tools/call of that request id answers the
+        cancellation error instead of its result; a step of it not yet sent is skipped and a
+        running one gives its resource group up (Body.cancel: the organ stops it when the
+        group's next command comes; PROTOCOL.md has no frame to stop one). Unknown, finished,
+        malformed or sessionless (request ids are only unique within a session): ignored, as
+        the spec allows, and counted."""
+        rid = params.get("requestId") if isinstance(params, dict) else None
+        reason = params.get("reason") if isinstance(params, dict) else None
+        for c in session.calls if session is not None and _id_ok(rid) else ():
+            if c.id == rid and type(c.id) is type(rid) and c.cancelled is None:
+                c.cancel(reason if isinstance(reason, str) else "")
+                if c.run is not None and not c.run.finished:
+                    why = "cancelled by the MCP client (notifications/cancelled)"
+                    self.body.cancel(c.run, why)
+                self.cancels += 1
+                return
+        self.cancels_ignored += 1
+
+    def list_tools(self, mid, params):
+        menu_tools = tools(self.body.menu())
+        start = _cursor_or_error(mid, params, len(menu_tools))
+        if isinstance(start, dict):
+            return start
+        return _result(mid, {"tools": menu_tools[start:]})
+
+    def initialize(self, mid, params):
         asked = params.get("protocolVersion")
+        if not isinstance(asked, str):
+            why = "initialize: params.protocolVersion must be a string (the revision the client "
+            why += "speaks, e.g. %s), not %s" % (PROTOCOL_VERSIONS[0], _kind(asked))
+            return _error(mid, INVALID_PARAMS, why, {"supported": list(PROTOCOL_VERSIONS)})
+        for k in ("capabilities", "clientInfo"):
+            if k in params and not isinstance(params[k], dict):
+                why = "initialize: params.%s must be an object, not %s" % (k, _kind(params[k]))
+                return _error(mid, INVALID_PARAMS, why)
         version = asked if asked in PROTOCOL_VERSIONS else PROTOCOL_VERSIONS[0]
-        return {
-            "protocolVersion": version,
-            "capabilities": {
-                "tools": {"listChanged": True},
-                "resources": {"subscribe": True, "listChanged": False},
+        return _result(
+            mid,
+            {
+                "protocolVersion": version,
+                "capabilities": {
+                    "tools": {"listChanged": True},
+                    "resources": {"subscribe": True, "listChanged": False},
+                },
+                "serverInfo": SERVER_INFO,
+                "instructions": INSTRUCTIONS,
             },
-            "serverInfo": SERVER_INFO,
-            "instructions": INSTRUCTIONS,
-        }
+        )
 
     def _call_args(self, mid, params):
         """(name, args, names, listed) of a tools/call, or an error response."""
@@ -307,6 +400,15 @@ class McpServer:
                 INVALID_PARAMS,
                 "arguments of %r must be an object; available tools: %s" % (name, listed),
                 {"tools": names},
+            )
+        bad = _not_finite(args, "arguments")
+        if bad:  # NaN or an infinity (json.loads takes both, 1e999 is inf): JSON carries neither
+            why = "%s: %s is not a number JSON can carry" % bad
+            return _error(
+                mid,
+                INVALID_PARAMS,
+                "invalid arguments for %r: %s; available tools: %s" % (name, why, listed),
+                {"problems": [why], "tools": names},
             )
         return name, args, names, listed
 
@@ -334,15 +436,48 @@ class McpServer:
             return _error(mid, INTERNAL_ERROR, "the master answered %s: %s" % (kind, out))
         return self._tool_result(mid, name, out, version)
 
-    def call_streamed(self, msg, version, dups=()):
+    async def call_json(self, mid, params, version, dups=(), session=None):
+        """An HTTP tools/call answered as one JSON object once its step has its final status,
+        or at once with the cancellation error when the client cancels it (`cancel`)."""
+        got = self._call_args(mid, params)
+        if isinstance(got, dict):
+            return got
+        name, args, names, listed = got
+        self.calls += 1
+        call = Call(mid)
+        kind, run = self.body.submit(one_step(name, args), None, call.on_done, dups)
+        if kind == PROBLEMS:
+            return self._problems(mid, name, run, names, listed)
+        if kind != ACCEPTED:
+            return _error(mid, INTERNAL_ERROR, "the master answered %s: %s" % (kind, run))
+        call.run = run
+        if session is not None:
+            session.calls.append(call)
+        try:
+            if not run.finished:
+                await call.wake.wait()
+        finally:
+            if session is not None:
+                session.calls.remove(call)
+        if call.cancelled is not None:
+            return cancelled(mid, call.cancelled)
+        return self._tool_result(mid, name, run.report(), version)
+
+    def call_streamed(self, msg, version, dups=(), session=None):
         """A tools/call with a progressToken: (200, CallStream, SSE head) once its plan was
-        accepted, an error response when it was not; None without a token (answered as JSON)."""
-        params = msg.get("params")
-        meta = params.get("_meta") if isinstance(params, dict) else None
-        token = meta.get("progressToken") if isinstance(meta, dict) else None
-        if token is None or not isinstance(token, (str, int)):
+        accepted, an error response when it was not (or the message is not a request); None
+        without a token (answered as JSON)."""
+        got = self._envelope(msg)
+        if not isinstance(got, tuple):
+            return None  # dispatch answers it
+        mid, method, params = got
+        meta = params.get("_meta")
+        token = meta.get("progressToken") if meta is not None else None
+        if token is None:
             return None
-        mid = msg["id"]
+        if not (isinstance(token, str) or isinstance(token, int) and not isinstance(token, bool)):
+            why = "params._meta.progressToken must be a string or an integer, not %s" % _kind(token)
+            return 200, _error(mid, INVALID_PARAMS, why), None
         got = self._call_args(mid, params)
         if isinstance(got, dict):
             return 200, got, None
@@ -371,7 +506,7 @@ class McpServer:
         def finish(report):
             return self._tool_result(mid, name, report, version)
 
-        box.append(CallStream(self.body, run, token, finish))
+        box.append(CallStream(mid, self.body, run, token, finish, session))
         return 200, box[0], SSE_HEAD
 
     def _tool_result(self, mid, name, out, version):
@@ -394,6 +529,8 @@ class McpServer:
 
     def read_resource(self, mid, params):
         uri = params.get("uri")
+        if not isinstance(uri, str):
+            return _error(mid, INVALID_PARAMS, "params.uri must be a string, not %s" % _kind(uri))
         if uri == STATUS_URI:
             obj = self.body.status()
         elif uri == REPORTS_URI:
@@ -417,6 +554,8 @@ class McpServer:
 
     def subscribe(self, mid, params, session, on):
         uri = params.get("uri")
+        if not isinstance(uri, str):
+            return _error(mid, INVALID_PARAMS, "params.uri must be a string, not %s" % _kind(uri))
         if uri not in (STATUS_URI, REPORTS_URI):
             return _error(mid, RESOURCE_NOT_FOUND, "no resource %r to subscribe" % (uri,))
         if session is None:
@@ -427,6 +566,64 @@ class McpServer:
         elif not on and uri in session.subscribed:
             session.subscribed.remove(uri)
         return _result(mid, {})
+
+
+def _kind(v):
+    # what a JSON value is, for messages (bool before int: True is an int in Python)
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "a boolean"
+    if isinstance(v, (int, float)):
+        return "a number"
+    if isinstance(v, str):
+        return "a string"
+    return "an array" if isinstance(v, list) else "an object"
+
+
+def _id_ok(mid):
+    # MCP: a request id is a string or an integer, never null (nor a float, a bool, ...)
+    return isinstance(mid, str) or isinstance(mid, int) and not isinstance(mid, bool)
+
+
+def _not_finite(v, where, depth=0):
+    """(path, value) of the first NaN or infinity in a decoded JSON value, else None."""
+    if isinstance(v, float):
+        return (where, v) if v - v != 0 else None  # inf - inf and nan - nan are nan
+    if depth > 16:
+        return None
+    if isinstance(v, dict):
+        for k in v:
+            bad = _not_finite(v[k], "%s.%s" % (where, k), depth + 1)
+            if bad:
+                return bad
+    elif isinstance(v, list):
+        for i, x in enumerate(v):
+            bad = _not_finite(x, "%s[%d]" % (where, i), depth + 1)
+            if bad:
+                return bad
+    return None
+
+
+def cursor_index(cursor, count):
+    """The list index a pagination cursor names: None or "" is the first page, a cursor this
+    server gave is the decimal index of a page's first item (0..count). Raises ValueError with
+    the reason for any other (MCP: an invalid cursor is error -32602). The HTTP link answers
+    every list whole, so it never gives one; the xiaozhi link pages its tools/list."""
+    if cursor is None or cursor == "":
+        return 0
+    if not isinstance(cursor, str):
+        raise ValueError("cursor must be a string from nextCursor, not %s" % _kind(cursor))
+    if not cursor.isdigit() or len(cursor) > 6 or int(cursor) > count:
+        raise ValueError("invalid cursor %r: not one this server gave" % cursor[:20])
+    return int(cursor)
+
+
+def _cursor_or_error(mid, params, count):
+    try:
+        return cursor_index(params.get("cursor"), count)
+    except ValueError as e:
+        return _error(mid, INVALID_PARAMS, str(e))
 
 
 def _arg_dups(dups, prefix):

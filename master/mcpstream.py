@@ -23,6 +23,10 @@ QUEUE = const(16)
 KEEPALIVE_MS = const(15000)
 STALL_MS = const(30000)
 SSE_HEAD = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+# The answer to a request the client cancelled (notifications/cancelled) on the 2025 wire,
+# whose POST ends only with a response: the MCP SDK's own server answers so (its
+# REQUEST_CANCELLED, after LSP's RequestCancelled); the SDK client, no longer waiting, drops it.
+REQUEST_CANCELLED = const(-32800)
 
 
 _made = [0]
@@ -51,6 +55,14 @@ def sse_message(msg):
     return ("event: message\ndata: %s\n\n" % json.dumps(msg)).encode()
 
 
+def cancelled(mid, reason):
+    """The error that ends a cancelled request instead of its result."""
+    why = "request cancelled by the client (notifications/cancelled)"
+    if reason:
+        why += ": " + reason[:80]
+    return {"jsonrpc": "2.0", "id": mid, "error": {"code": REQUEST_CANCELLED, "message": why}}
+
+
 def notification(method, params=None):
     m = {"jsonrpc": "2.0", "method": method}
     if params is not None:
@@ -58,11 +70,33 @@ def notification(method, params=None):
     return m
 
 
-class Session:
-    """One client's session: the resources it subscribed, its notification queue."""
+class Call:
+    """A tools/call of a session until it is answered: notifications/cancelled finds it by its
+    request id. `run` is its accepted plan's Run; `cancelled` the client's reason once
+    cancelled ("" when it gave none), else None; `wake` is set when it ran or was cancelled."""
 
-    def __init__(self, sid):
+    def __init__(self, mid):
+        self.id = mid
+        self.run = None
+        self.cancelled = None
+        self.wake = asyncio.Event()
+
+    def on_done(self, run):
+        self.wake.set()
+
+    def cancel(self, reason):
+        self.cancelled = reason
+        self.wake.set()
+
+
+class Session:
+    """One client's session: its negotiated version, the resources it subscribed, its
+    notification queue, its tools/calls in flight (`calls`)."""
+
+    def __init__(self, sid, version=None):
         self.id = sid
+        self.version = version  # the protocolVersion initialize answered
+        self.calls = []  # Call: tools/calls not answered yet
         self.subscribed = []  # resource URIs
         self.queue = []
         self.dropped = 0
@@ -100,7 +134,7 @@ class Sessions:
         self.streams = 0  # GET streams open now, ended sessions' included until they close
         self.refused = 0  # GET streams refused by the bounds
 
-    def new(self):
+    def new(self, version=None):
         if len(self.table) >= self.limit:
             victim = self.table[0]
             for s in self.table:
@@ -110,7 +144,7 @@ class Sessions:
             self.table.remove(victim)
             victim.end()
             self.evicted += 1
-        s = Session(_new_id())
+        s = Session(_new_id(), version)
         self.table.append(s)
         self.made += 1
         return s
@@ -195,19 +229,24 @@ class NotifyStream:
             self.session.queue = []
 
 
-class CallStream:
+class CallStream(Call):
     """A tools/call answered as an SSE stream: notifications/progress while its step runs,
-    then the result. `run` was accepted already; `finish(report) -> response message`."""
+    then the result (or, once cancelled, the cancellation error instead). `run` was accepted
+    already; `finish(report) -> response message`; `session` (or None) lists it in its calls
+    until the stream closes."""
 
-    def __init__(self, body, run, token, finish, tick_ms=1000):
+    def __init__(self, mid, body, run, token, finish, session=None, tick_ms=1000):
+        super().__init__(mid)
         self.body = body
         self.run = run
         self.token = token
         self.finish = finish
+        self.session = session
         self.tick_ms = tick_ms
-        self.wake = asyncio.Event()
         self.accepted = None  # (task_id, status) of the COMMAND_RESP
         self.n = 0
+        if session is not None:
+            session.calls.append(self)
 
     def on_accept(self, task_id, status):
         self.accepted = (task_id, status)
@@ -232,13 +271,13 @@ class CallStream:
         if not run.finished and st.status == "sent":
             writer.write(self._progress("%s: sent to the organ" % st.action))
             await writer.drain()
-        while not run.finished:
+        while not run.finished and self.cancelled is None:
             self.wake.clear()
             try:
                 await asyncio.wait_for(self.wake.wait(), self.tick_ms / 1000)
             except asyncio.TimeoutError:
                 pass
-            if run.finished:
+            if run.finished or self.cancelled is not None:
                 break
             if self.accepted is not None and not said_accept:
                 said_accept = True
@@ -247,8 +286,13 @@ class CallStream:
                 ms = ticks_diff(self.body.clock(), st.t_sent)
                 writer.write(self._progress("%s: running for %d ms" % (st.action, ms)))
             await writer.drain()
-        writer.write(sse_message(self.finish(run.report())))
+        if self.cancelled is not None:
+            writer.write(sse_message(cancelled(self.id, self.cancelled)))
+        else:
+            writer.write(sse_message(self.finish(run.report())))
         await writer.drain()
 
     def close(self):
-        pass
+        if self.session is not None and self in self.session.calls:
+            self.session.calls.remove(self)
+        self.session = None

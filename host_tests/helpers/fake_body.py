@@ -2,11 +2,14 @@
 #
 # It keeps the Body facade's contract (docs/DESIGN.md): menu() of the online organs,
 # execute(plan, on_accept) -> (REPORT, report) | (PROBLEMS | UNREADABLE | TOO_LARGE, {"problems"}),
+# the sans-IO submit(plan, on_accept, on_done) -> (ACCEPTED, Run) with cancel(run, why), and
 # speak_ready(). Its checks are a small subset of the master's validation, enough to exercise
 # the links honestly; a raw plan is read by the master's own strict reader (plan.parse).
+# submit's runs keep the scheduler's rule that one resource group never overlaps itself: a
+# continuous step holds its group while it plays, and a step for a held group waits, pending.
 from organbus import plan as _plan
 
-from master.outcome import PROBLEMS, REPORT, TOO_LARGE, UNREADABLE
+from master.outcome import ACCEPTED, PROBLEMS, REPORT, TOO_LARGE, UNREADABLE
 
 try:
     import asyncio
@@ -35,6 +38,43 @@ ORGANS = {"LED_001": LED, "SPK_001": SPK}
 _TYPES = {"int": int, "float": (int, float), "bool": bool, "string": str}
 
 
+class FakeStep:
+    def __init__(self, st):
+        self.task_id = st["task_id"]
+        self.action = st["action"]
+        self.params = st.get("params", {})
+        self.status = "pending"
+        self.reason = None
+        self.t_sent = 0
+        self.ms = None
+
+    def entry(self):
+        e = {"task_id": self.task_id, "action": self.action, "status": self.status}
+        if self.ms is not None:
+            e["ms"] = self.ms
+        if self.reason:
+            e["reason"] = self.reason
+        return e
+
+
+class FakeRun:
+    """A plan submitted to the fake body (master.scheduler.Run's attributes the links read)."""
+
+    def __init__(self, plan, notes, on_accept, on_done):
+        self.steps = [FakeStep(st) for st in plan["steps"]]
+        self.notes = list(notes)
+        self.on_accept = on_accept
+        self.on_done = on_done
+        self.finished = not self.steps
+
+    def report(self):
+        return {
+            "ok": all(s.status in ("done", "started") for s in self.steps),
+            "steps": [s.entry() for s in self.steps],
+            "notes": list(self.notes),
+        }
+
+
 class FakeBody:
     """Body facade over scripted organs. `script[action]` = final step status to report."""
 
@@ -45,6 +85,15 @@ class FakeBody:
         self.commands = []  # (action, params) in the order they were "sent"
         self.play_ms = play_ms  # how long a continuous step runs after its accept
         self.playing = 0  # continuous steps accepted and still running
+        self.groups = {}  # resource group -> the FakeStep of submit's run holding it
+        self.waiting = []  # (FakeRun, FakeStep) of submit's runs waiting for their group
+
+    def clock(self):
+        import time
+
+        if hasattr(time, "ticks_ms"):
+            return time.ticks_ms()
+        return int(time.monotonic() * 1000)
 
     def menu(self):
         caps = []
@@ -139,6 +188,82 @@ class FakeBody:
                 ok = False
             out.append(step)
         return REPORT, {"ok": ok, "steps": out, "notes": notes}
+
+    def submit(self, plan, on_accept=None, on_done=None, dups=()):
+        """(ACCEPTED, FakeRun) or (kind, {"problems"}); the steps run from their own tasks,
+        one after another, and on_done(run) once each has its final status."""
+        if isinstance(plan, (bytes, bytearray, str)):
+            try:
+                plan, dups = _plan.parse(plan)
+            except _plan.TooLarge as e:
+                return TOO_LARGE, {"problems": [e.msg]}
+            except _plan.ParseError as e:
+                return UNREADABLE, {"problems": [e.msg]}
+        problems, notes = self.check(plan)
+        if problems:
+            return PROBLEMS, {"problems": problems, "notes": notes}
+        self.executed.append(plan)
+        run = FakeRun(plan, notes, on_accept, on_done)
+        self._next(run)
+        return ACCEPTED, run
+
+    def _next(self, run):
+        for s in run.steps:
+            if s.status == "pending":
+                group = self._caps()[s.action]["resource_group"]
+                if group and group in self.groups:
+                    self.waiting.append((run, s))
+                else:
+                    s.status = "sent"
+                    s.t_sent = self.clock()
+                    self.commands.append((s.action, s.params))
+                    asyncio.create_task(self._play(run, s, group))
+                return
+        if not run.finished:
+            run.finished = True
+            if run.on_done:
+                run.on_done(run)
+
+    async def _play(self, run, s, group):
+        await asyncio.sleep(0.01)  # the COMMAND_RESP comes a moment later
+        status = self.script.get(s.action, "done")
+        if status in ("done", "refused") and run.on_accept:
+            run.on_accept(s.task_id, 0 if status == "done" else 1)
+        if status == "done" and self._caps()[s.action]["exec_type"] == "continuous":
+            s.status = "running"
+            if group:
+                self.groups[group] = s
+            self.playing += 1
+            try:
+                await asyncio.sleep(self.play_ms / 1000)
+            finally:
+                self.playing -= 1
+        s.status = status
+        s.ms = 1
+        self._release(s, group)
+        self._next(run)
+
+    def _release(self, s, group):
+        if group and self.groups.get(group) is s:
+            del self.groups[group]
+            for i, (r, w) in enumerate(self.waiting):
+                if self._caps()[w.action]["resource_group"] == group:
+                    self.waiting.pop(i)
+                    self._next(r)
+                    break
+
+    def cancel(self, run, why):
+        """As master.body.Body.cancel: waiting steps skipped with `why`, running ones give
+        their group up."""
+        for s in run.steps:
+            if s.status == "pending":
+                s.status = "skipped"
+                s.reason = why
+                self.waiting = [w for w in self.waiting if w[1] is not s]
+            elif s.status == "running":
+                self._release(s, self._caps()[s.action]["resource_group"])
+        if all(s.status not in ("pending", "sent", "running") for s in run.steps):
+            self._next(run)
 
 
 class ServerThread:

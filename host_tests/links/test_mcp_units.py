@@ -51,7 +51,7 @@ def test_tools_list_is_the_live_menu():
 def test_initialize_negotiates_and_declares_only_what_it_sends():
     srv = mcp.McpServer(FakeBody())
     for asked, got in (("2025-03-26", "2025-03-26"), ("2025-11-25", "2025-11-25"),
-                       ("2024-11-05", "2025-11-25"), (None, "2025-11-25")):  # fmt: skip
+                       ("2024-11-05", "2025-11-25")):  # fmt: skip
         msg = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
                "params": {"protocolVersion": asked, "capabilities": {}}}  # fmt: skip
         code, out, _ = call(srv, msg)
@@ -63,6 +63,15 @@ def test_initialize_negotiates_and_declares_only_what_it_sends():
         }, r["capabilities"]
     code, out, _ = call(srv, {"jsonrpc": "2.0", "method": "notifications/initialized"})
     assert (code, out) == (202, None), (code, out)
+    # the version is required and a string (the schema's); no session is made without it
+    made = srv.sessions.made
+    for asked in (None, 20251125, ["2025-11-25"]):
+        msg = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+               "params": {"protocolVersion": asked, "capabilities": {}}}  # fmt: skip
+        code, out, hdrs = call(srv, msg)
+        e = out["error"]
+        assert e["code"] == -32602 and "protocolVersion must be a string" in e["message"], e
+        assert hdrs is None and srv.sessions.made == made, "no session for a refused one"
 
 
 def test_tools_call_runs_and_reports():
