@@ -1,10 +1,21 @@
 # Body Protocol v1 routes (POST /status /speak /look /express): honest answers, never a fake 200.
+#
+# A step is answered as soon as its organ accepted (or refused) the COMMAND, never after the
+# organ finished playing it; one that waits for its resource group behind an earlier plan (an
+# utterance still playing) is answered 202 at once, queued, as the protocol allows ("2xx after
+# the utterance is queued or played"). So a request never waits for the speaker longer than
+# the organ's own answer (the scheduler's 1 s COMMAND_RESP timeout, `ANSWER_MS` at most) and
+# never holds a connection slot meanwhile: 8 /speak at once took every slot for seconds.
 import asyncio
+
+from micropython import const
 
 from organbus.plan import one_step
 
-from master.outcome import PROBLEMS, REPORT
+from master.outcome import ACCEPTED, PROBLEMS
 from master.routes import STATUS
+
+ANSWER_MS = const(2000)  # the most a request waits for its organ's COMMAND_RESP
 
 LOOK_TEXT = "This body has no camera: it cannot see anything."
 
@@ -44,7 +55,7 @@ class BodyProtocol:
 
     def __init__(self, body):
         self.body = body
-        self.running = []  # plans still playing after their answer was sent
+        self.queued = 0  # steps answered 202, waiting for their group
         self.last_report = None  # (HTTP status, report) of the last plan that ended
 
     async def status(self, req):
@@ -59,11 +70,8 @@ class BodyProtocol:
         if not isinstance(text, str) or not text.strip():
             return 400, {"error": 'send {"text": "..."} with the words to say'}, None
         if not self.body.speak_ready():
-            return (
-                503,
-                {"error": "cannot speak now: no speaker organ with speak is online and free"},
-                None,
-            )
+            why = "cannot speak now: no speaker organ with speak is online and free"
+            return 503, {"error": why}, {"Retry-After": "5"}
         return await self.run_step("speak", {"text": text})
 
     async def express(self, req):
@@ -86,13 +94,10 @@ class BodyProtocol:
         return await self.run_step(found[0], found[1])
 
     async def run_step(self, action, params):
-        """Run a one-step plan; answer as soon as the organ accepted (or refused) its COMMAND.
-
-        The plan keeps running after the answer (speech plays on); its report is kept
-        in `last_report` when it ends."""
-        plan = one_step(action, params)
+        """Submit a one-step plan; answer once the organ accepted (or refused) its COMMAND, or
+        at once 202 when the step waits for its resource group. The plan plays on after the
+        answer; its report is kept in `last_report` when it ends."""
         answered = asyncio.Event()
-        ended = asyncio.Event()
         seen = []
 
         def on_accept(task_id, status):
@@ -100,43 +105,31 @@ class BodyProtocol:
                 seen.append(status)
                 answered.set()
 
-        async def run():
-            try:
-                kind, out = await self.body.execute(plan, on_accept)
-                r = (STATUS[kind], out)
-            except Exception as e:
-                r = (500, {"error": "internal error: %r" % e})
-            self.last_report = r
-            ended.set()
+        def on_done(run):
+            self.last_report = (200, run.report())
             answered.set()
-            if task in self.running:
-                self.running.remove(task)
 
-        task = asyncio.create_task(run())
-        self.running.append(task)
-        await answered.wait()
+        kind, run = self.body.submit(one_step(action, params), on_accept, on_done)
+        if kind != ACCEPTED:
+            problems = run.get("problems", [])
+            return STATUS[kind], {"error": "; ".join(problems), "problems": problems}, None
+        st = run.steps[0]
+        if not run.finished and st.status == "pending":
+            self.queued += 1
+            return 202, {"queued": True}, None
+        if not run.finished and not seen:
+            try:
+                await asyncio.wait_for(answered.wait(), ANSWER_MS / 1000)
+            except asyncio.TimeoutError:
+                why = "%s failed: the organ did not answer within %d ms" % (action, ANSWER_MS)
+                return 504, {"error": why}, None
         if seen and seen[0] == 0:
             return 200, {}, None  # accepted: the organ plays on, the answer goes now
-        # Not accepted: a one-step plan ends at once, and its report holds the reason.
-        try:
-            await asyncio.wait_for(ended.wait(), 5)
-        except asyncio.TimeoutError:
-            return (
-                502,
-                {"error": "%s failed: %s" % (action, seen[0] if seen else "no answer")},
-                None,
-            )
-        code, out = self.last_report
-        if code == STATUS[PROBLEMS]:
-            problems = out.get("problems", [])
-            return code, {"error": "; ".join(problems), "problems": problems}, None
-        if code != STATUS[REPORT]:
-            return code, out, None
-        step = (out.get("steps") or [{}])[0]
-        status = step.get("status")
+        # Not accepted: the step has its final status now, and the report holds the reason.
+        status = st.status
         if status in ("done", "started"):
             return 200, {}, None
-        why = step.get("reason") or _WHY.get(status, status)
+        why = st.reason or _WHY.get(status, status)
         return _FAIL_STATUS.get(status, 502), {"error": "%s failed: %s" % (action, why)}, None
 
 

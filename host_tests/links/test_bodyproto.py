@@ -69,3 +69,34 @@ def test_express_without_an_ability_is_honest_501(server):
     code, _, out = request(server.port, "POST", "/express", {})
     assert code == 400, (code, out)
     assert server.body.commands == [], "nothing was faked onto another ability"
+
+
+def test_parallel_speaks_never_wait_for_the_speaker_nor_take_a_plans_slot(server):
+    # issue 24 (10): 8 /speak at once waited for the speaker (0.4, 3.1, 5.7 s; 5 got 503) and a
+    # plan beside them found no connection slot; now each is answered at the organ's accept or
+    # queued (202) at once, and the plan is served
+    import threading
+
+    from test_httpd import PLAN
+
+    results = []
+
+    def speak(i):
+        t0 = time.monotonic()
+        code, _, out = request(server.port, "POST", "/speak", {"text": "line %d" % i}, timeout=10)
+        results.append((code, out, time.monotonic() - t0))
+
+    threads = []
+    for i in range(8):
+        t = threading.Thread(target=speak, args=(i,))
+        t.start()
+        threads.append(t)
+        time.sleep(0.03)
+    code, _, rep = request(server.port, "POST", "/plan", PLAN)
+    for t in threads:
+        t.join(15)
+    assert code == 200 and rep["ok"], "the plan beside them was served: %r" % ((code, rep),)
+    codes = sorted(r[0] for r in results)
+    assert codes == [200] + [202] * 7, results
+    assert all(r[1] in ({}, {"queued": True}) for r in results), results
+    assert max(r[2] for r in results) < 2.0, "no /speak waited for the speech: %r" % results

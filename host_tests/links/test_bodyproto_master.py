@@ -97,3 +97,25 @@ def test_express_has_no_ability_here():
     out, _ = run_with_clock(rig, bp.express(Req({"emotion": "happy"})))
     assert out[0] == 501 and "speak" in out[1]["abilities"], out
     assert rig.commands_sent() == 0
+
+
+def test_speak_behind_a_playing_utterance_is_202_queued_and_sent_when_it_ends():
+    rig = rig_with(event_ms=3000)
+    bp = bodyproto.BodyProtocol(rig.body)
+
+    async def both():
+        first = await bp.speak(Req({"text": "one"}))
+        t0 = rig.now
+        second = await bp.speak(Req({"text": "two"}))
+        return first, second, rig.now - t0
+
+    (first, second, waited), _ = run_with_clock(rig, both())
+    assert first[:2] == (200, {}) and second[:2] == (202, {"queued": True}), (first, second)
+    assert waited < 100, "the second was answered at once, not after the speech: %d ms" % waited
+    assert [c[3] for c in rig.organs[1].commands] == ["one"], rig.organs[1].commands
+    rig.advance(3500)
+    assert [c[3] for c in rig.organs[1].commands] == ["one", "two"], rig.organs[1].commands
+    rig.advance(3500)
+    assert (
+        bp.last_report[1]["ok"] and bp.last_report[1]["steps"][0]["status"] == "done"
+    ), bp.last_report

@@ -38,9 +38,9 @@ def test_speak_answers_on_accept_and_playing_goes_on():
 
     async def go():
         code, out, _ = await bp.speak(Req({"text": "Hi."}))
-        running = len(bp.running)
+        running = body.playing
         await asyncio.sleep(0.5)
-        return code, out, running, len(bp.running)
+        return code, out, running, body.playing
 
     code, out, running, after = asyncio.run(go())
     assert (code, out) == (200, {}), (code, out)
@@ -65,3 +65,37 @@ def test_express_runs_the_exact_ability():
     code, out, _ = asyncio.run(bp.express(Req({"emotion": "happy"})))
     assert (code, out) == (200, {}), (code, out)
     assert body.commands == [("express_happy", {})], body.commands
+
+
+def _ms():
+    import time
+
+    if hasattr(time, "ticks_ms"):
+        return time.ticks_ms()
+    return int(time.monotonic() * 1000)
+
+
+def test_speak_behind_an_utterance_is_queued_202_at_once_and_spoken_after_it():
+    # issue 24 (10): each /speak waited for the speaker without bound (0.4, 3.1, 5.7 s), holding
+    # its connection slot; now one behind another utterance is answered at once, queued
+    body = FakeBody(play_ms=1000)
+    bp = bodyproto.BodyProtocol(body)
+
+    async def go():
+        t0 = _ms()
+        outs = []
+        for i in range(8):
+            outs.append((await bp.speak(Req({"text": "line %d" % i})))[:2])
+        took = _ms() - t0
+        said = list(body.commands)
+        await asyncio.sleep(1.3)
+        return outs, took, said, list(body.commands)
+
+    outs, took, said, later = asyncio.run(go())
+    assert outs == [(200, {})] + [(202, {"queued": True})] * 7, outs
+    assert took < 800, "no answer waited for the speaker: 8 answers in %d ms" % took
+    assert said == [("speak", {"text": "line 0"})], said
+    assert later[:2] == [("speak", {"text": "line 0"}), ("speak", {"text": "line 1"})], (
+        "the queued ones are spoken in order after it: %r" % later
+    )
+    assert bp.queued == 7, bp.queued
