@@ -5,17 +5,27 @@
 # utterance still playing) is answered 202 at once, queued, as the protocol allows ("2xx after
 # the utterance is queued or played"). So a request never waits for the speaker longer than
 # the organ's own answer (the scheduler's 1 s COMMAND_RESP timeout, `ANSWER_MS` at most) and
-# never holds a connection slot meanwhile: 8 /speak at once took every slot for seconds.
+# never holds a connection slot meanwhile: 8 /speak at once took every slot for seconds. A
+# queued step holds its plan in the scheduler (2.3 KB on the 64-bit unix port), so at most
+# `MAX_QUEUED` wait; one more is answered 503 with Retry-After.
 import asyncio
 
 from micropython import const
 
-from organbus.plan import one_step
+from organbus import jsonread
+from organbus.plan import TEXT_CLAMP, one_step
 
-from master.outcome import ACCEPTED, PROBLEMS
+from master.bodyclamp import Clamp, Overflow
+from master.httpd import Fed, HttpError
+from master.outcome import ACCEPTED
 from master.routes import STATUS
 
 ANSWER_MS = const(2000)  # the most a request waits for its organ's COMMAND_RESP
+MAX_QUEUED = const(2)  # steps answered 202 still waiting for their group
+# Every body is read as it comes through `Clamp` (master/bodyclamp.py, an httpd.Fed route):
+# its strings cut to the TEXT_CLAMP bytes the master forwards, never kept or cut out whole (a
+# 3.9 KB /speak found no such block at 80 KB); the buffer holds the body once cut.
+_CLAMPED = const(1024)
 
 LOOK_TEXT = "This body has no camera: it cannot see anything."
 
@@ -55,8 +65,36 @@ class BodyProtocol:
 
     def __init__(self, body):
         self.body = body
-        self.queued = 0  # steps answered 202, waiting for their group
+        self.waiting = []  # Runs answered 202 whose step has not started yet
+        self.queued = 0  # steps answered 202
+        self.busy = 0  # steps refused: MAX_QUEUED were waiting
         self.last_report = None  # (HTTP status, report) of the last plan that ended
+        self.clamp = Clamp(_CLAMPED, TEXT_CLAMP)  # taken at boot, with the routes
+
+    def _message(self, req):
+        """(the body's JSON value or None when empty, notes), strictly read as it came, its
+        strings clamped (req.fed). Raises HttpError: 400 not JSON, 413 too long even clamped."""
+        fed = getattr(req, "fed", None)
+        if fed is None:  # called without the server (a test's request): read it so now
+            fed = self.clamp.lend()
+            for p in req.pieces:
+                fed.feed(p)
+            fed.close()
+        if not fed.pos:
+            return None, ()
+        try:
+            value, dups, cut = fed.finish()
+        except jsonread.JsonError as e:
+            why = "body: not JSON: %s" % e.msg
+            raise HttpError(400, why, None, [why])
+        except Overflow as e:
+            raise HttpError(413, "body: %s" % e)
+        notes = [
+            "a string of %d bytes was cut to %d at a character boundary as the body came (the "
+            "master forwards %d bytes of a text)" % (n, TEXT_CLAMP, TEXT_CLAMP)
+            for n in cut
+        ]
+        return value, notes
 
     async def status(self, req):
         return 200, {"online": bool(self.body.speak_ready())}, None
@@ -65,17 +103,17 @@ class BodyProtocol:
         return 200, {"text": LOOK_TEXT}, None
 
     async def speak(self, req):
-        msg = req.json if req.json is not None else {}
+        msg, notes = self._message(req)
         text = msg.get("text") if isinstance(msg, dict) else None
         if not isinstance(text, str) or not text.strip():
             return 400, {"error": 'send {"text": "..."} with the words to say'}, None
         if not self.body.speak_ready():
             why = "cannot speak now: no speaker organ with speak is online and free"
             return 503, {"error": why}, {"Retry-After": "5"}
-        return await self.run_step("speak", {"text": text})
+        return _noted(await self.run_step("speak", {"text": text}), notes)
 
     async def express(self, req):
-        msg = req.json if req.json is not None else {}
+        msg, notes = self._message(req)
         emotion = msg.get("emotion") if isinstance(msg, dict) else None
         if not isinstance(emotion, str) or not emotion:
             return 400, {"error": 'send {"emotion": "..."}'}, None
@@ -91,7 +129,7 @@ class BodyProtocol:
                 },
                 None,
             )
-        return await self.run_step(found[0], found[1])
+        return _noted(await self.run_step(found[0], found[1]), notes)
 
     async def run_step(self, action, params):
         """Submit a one-step plan; answer once the organ accepted (or refused) its COMMAND, or
@@ -109,6 +147,16 @@ class BodyProtocol:
             self.last_report = (200, run.report())
             answered.set()
 
+        self.waiting = [
+            r for r in self.waiting if not r.finished and r.steps[0].status == "pending"
+        ]
+        if len(self.waiting) >= MAX_QUEUED:
+            self.busy += 1
+            why = "%s: %d requests wait for the organ already, the most this body queues" % (
+                action,
+                len(self.waiting),
+            )
+            return 503, {"error": why}, {"Retry-After": "2"}
         kind, run = self.body.submit(one_step(action, params), on_accept, on_done)
         if kind != ACCEPTED:
             problems = run.get("problems", [])
@@ -116,6 +164,7 @@ class BodyProtocol:
         st = run.steps[0]
         if not run.finished and st.status == "pending":
             self.queued += 1
+            self.waiting.append(run)
             return 202, {"queued": True}, None
         if not run.finished and not seen:
             try:
@@ -133,12 +182,36 @@ class BodyProtocol:
         return _FAIL_STATUS.get(status, 502), {"error": "%s failed: %s" % (action, why)}, None
 
 
+def _noted(answer, notes):
+    # a 2xx answer carries the notes of how its body was read
+    if notes and answer[0] < 300:
+        out = dict(answer[1])
+        out["notes"] = notes
+        return answer[0], out, answer[2]
+    return answer
+
+
 def routes(body):
     """Body Protocol v1 routes for httpd.serve."""
     bp = BodyProtocol(body)
     return {
-        ("POST", "/status"): bp.status,
-        ("POST", "/speak"): bp.speak,
-        ("POST", "/look"): bp.look,
-        ("POST", "/express"): bp.express,
+        ("POST", "/status"): Fed(bp.status, _drop),  # bodies these two never read: not kept
+        ("POST", "/speak"): Fed(bp.speak, bp.clamp.lend),
+        ("POST", "/look"): Fed(bp.look, _drop),
+        ("POST", "/express"): Fed(bp.express, bp.clamp.lend),
     }
+
+
+class _Drop:
+    def feed(self, piece):
+        pass
+
+    def close(self):
+        pass
+
+
+_DROP = _Drop()
+
+
+def _drop(req):
+    return _DROP

@@ -21,6 +21,7 @@ from organbus.plan import MAX_PLAN_BYTES
 
 _MP = sys.implementation.name == "micropython"
 _READ = const(512)
+_PIECE = const(256)  # bytes of a request body read at once: blocks a fragmented heap still has
 _LINGER_MAX = const(65536)
 _LINGER_MS = const(300)
 _RATE_CLIENTS = const(16)
@@ -171,6 +172,18 @@ class Stream:
         self.taken = False  # the buffer is lent to a BodyStream
 
 
+class Fed:
+    """A route whose body goes, piece by piece as it is read, to the feeder `start(req)` gives
+    (`feed(piece)`: a bytes-like piece valid during the call only; `close()` once the request
+    ended, however): a body as long as `max_body` then needs no block of its own, nor of its
+    pieces (the Body Protocol's long texts, master/bodyclamp.py). Its deadlines and the
+    reclaim of slow clients are those of any body; the handler finds the feeder in `req.fed`."""
+
+    def __init__(self, handler, start):
+        self.handler = handler
+        self.start = start
+
+
 class BodyStream:
     """The body of a Stream route: `await read()` gives the next piece (b"" once all came);
     EOFError when the client stops early, asyncio.TimeoutError after `idle_ms` without data."""
@@ -223,17 +236,41 @@ class BodyStream:
 
 class Request:
     """What a handler gets: `method path query headers content json client` (`content`: the
-    request body's bytes; "body" in master/ is the Body facade)."""
+    request body's bytes; "body" in master/ is the Body facade). The body is kept as the
+    pieces it was read in (`pieces`, 256 bytes at most each after the head's read: a small
+    heap may have no free block of a whole body's size) and joined only when a handler reads
+    `content`."""
 
     def __init__(self, method, path, query, headers, client):
         self.method = method
         self.path = path
         self.query = query
         self.headers = headers  # lower-case name -> str
-        self.content = b""
+        self.pieces = ()
+        self._content = None
         self.client = client  # peer address as a string ("127.0.0.1")
         self.json_dups = ()  # duplicate keys the strict read of the body found: (path, key)
         self._json = _UNREAD
+
+    @property
+    def content(self):
+        if self._content is None:
+            p = self.pieces
+            self._content = p[0] if len(p) == 1 else b"".join(p)
+            self.pieces = (self._content,) if self._content else ()
+        return self._content
+
+    @content.setter
+    def content(self, data):
+        self._content = data
+        self.pieces = (data,) if data else ()
+
+    def length(self):
+        """Bytes of the body, without joining it."""
+        n = 0
+        for p in self.pieces:
+            n += len(p)
+        return n
 
     @property
     def json(self):
@@ -517,7 +554,8 @@ class HttpServer:
         self.limiter = RateLimiter(cfg["rate_per_s"], cfg["rate_burst"])
         self.active = 0
         self.per_client = {}
-        self.conns = []  # [task, client, tick it came or None once read whole, reclaimed]
+        # [task, client, tick it came or None once read whole, reclaimed, a Fed route's feeder]
+        self.conns = []
         self.reclaimed = 0  # slow connections closed to give their slot to a new client
         self.counts = {}
         self.errors = 0  # handler exceptions (answered 500)
@@ -595,16 +633,29 @@ class HttpServer:
             if len(buf) > limit + 3:
                 raise HttpError(431, "request head longer than %d bytes" % limit)
 
-    async def _read_body(self, reader, rest, n):
-        parts = [rest[:n]]
-        got = len(parts[0])
-        while got < n:
-            chunk = await reader.read(min(_READ * 2, n - got))
+    async def _read_body(self, reader, rest, n, fed=None):
+        # The body's pieces as they come (Request.pieces), none over _PIECE bytes; for a Fed
+        # route each piece goes to `fed.feed` instead, and is not kept (on MicroPython it is
+        # read into the shared head buffer: fed before this task yields again, as a head is).
+        parts = []
+        chunk = rest[:n]
+        mv = self.head_in if fed is not None and hasattr(reader, "readinto") else None
+        while True:
+            if chunk:
+                n -= len(chunk)
+                if fed is None:
+                    parts.append(chunk)
+                else:
+                    fed.feed(chunk)
+            if n <= 0:
+                return parts
+            if mv is not None:
+                k = await reader.readinto(mv[: min(len(mv), n)])
+                chunk = mv[:k] if k else b""
+            else:
+                chunk = await reader.read(min(_PIECE, n))
             if not chunk:
                 raise EOFError
-            parts.append(chunk)
-            got += len(chunk)
-        return b"".join(parts)
 
     async def _linger(self, reader, n):
         # Take (and drop) what the client is still sending before closing, so the
@@ -689,6 +740,9 @@ class HttpServer:
         if n > limit:
             raise HttpError(413, "body of %d bytes is over the limit of %d" % (n, limit))
         req = Request(method, path, query, headers, addr)
+        if isinstance(handler, Fed):  # its feeder is closed by _conn, however this ends
+            rec[4] = req.fed = handler.start(req)
+            handler = handler.handler
         if stream:
             if headers.get("expect", "").lower() == "100-continue":
                 writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
@@ -702,8 +756,8 @@ class HttpServer:
                 writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
                 await asyncio.wait_for(writer.drain(), cfg["write_timeout_ms"] / 1000)
             try:
-                req.content = await asyncio.wait_for(
-                    self._read_body(reader, rest, n), cfg["body_timeout_ms"] / 1000
+                req.pieces = await asyncio.wait_for(
+                    self._read_body(reader, rest, n, rec[4]), cfg["body_timeout_ms"] / 1000
                 )
             except asyncio.TimeoutError:
                 await self._send(writer, 408, {"error": "request body not received in time"})
@@ -813,7 +867,7 @@ class HttpServer:
             return
         self.active += 1
         self.per_client[addr] = self.per_client.get(addr, 0) + 1
-        rec = [asyncio.current_task(), addr, now, False]
+        rec = [asyncio.current_task(), addr, now, False, None]
         self.conns.append(rec)
         try:
             try:
@@ -855,6 +909,8 @@ class HttpServer:
             self.errors += 1
             _print_exc(e)
         finally:
+            if rec[4] is not None:
+                rec[4].close()
             if rec in self.conns:
                 self.conns.remove(rec)
             if not rec[3]:

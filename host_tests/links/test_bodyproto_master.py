@@ -5,15 +5,19 @@ except ImportError:  # pragma: no cover
     import uasyncio as asyncio
 
 import master_fakes as mf
+import json
+
 from master import bodyproto
+from master.httpd import Request
 
 UNIX_PORT = True
 
 
-class Req:
-    def __init__(self, msg):
-        self.json = msg
-        self.headers = {}
+def Req(msg):
+    """The HTTP server's own Request with `msg` as its JSON body."""
+    r = Request("POST", "/speak", "", {}, "127.0.0.1")
+    r.content = json.dumps(msg).encode()
+    return r
 
 
 def rig_with(led=True, speaker=True, voice=True, resp=0, event_ms=300):

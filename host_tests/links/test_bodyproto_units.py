@@ -4,16 +4,20 @@ try:
 except ImportError:  # pragma: no cover
     import uasyncio as asyncio
 
+import json
+
 from master import bodyproto
+from master.httpd import Request
 from fake_body import FakeBody
 
 UNIX_PORT = True
 
 
-class Req:
-    def __init__(self, msg):
-        self.json = msg
-        self.headers = {}
+def Req(msg):
+    """The HTTP server's own Request with `msg` as its JSON body."""
+    r = Request("POST", "/speak", "", {}, "127.0.0.1")
+    r.content = json.dumps(msg).encode()
+    return r
 
 
 def cap(name, params=()):
@@ -92,10 +96,67 @@ def test_speak_behind_an_utterance_is_queued_202_at_once_and_spoken_after_it():
         return outs, took, said, list(body.commands)
 
     outs, took, said, later = asyncio.run(go())
-    assert outs == [(200, {})] + [(202, {"queued": True})] * 7, outs
+    busy = (
+        503,
+        {"error": "speak: 2 requests wait for the organ already, the most this body queues"},
+    )
+    assert outs == [(200, {})] + [(202, {"queued": True})] * 2 + [busy] * 5, outs
     assert took < 800, "no answer waited for the speaker: 8 answers in %d ms" % took
     assert said == [("speak", {"text": "line 0"})], said
     assert later[:2] == [("speak", {"text": "line 0"}), ("speak", {"text": "line 1"})], (
         "the queued ones are spoken in order after it: %r" % later
     )
-    assert bp.queued == 7, bp.queued
+    assert bp.queued == 2 and bp.busy == 5, (bp.queued, bp.busy)
+
+
+def _body_of(text_bytes, key=b"text"):
+    r = Request("POST", "/speak", "", {}, "127.0.0.1")
+    r.pieces = [b'{"' + key + b'": "' + text_bytes + b'"}']
+    return r
+
+
+def test_a_long_text_under_the_body_limit_is_spoken_as_the_master_clamps_it():
+    # issue 24 (10): a 3.9 KB /speak body, under the 4 KB limit, got 503 at 80 KB (its string
+    # was cut out whole); now a body over 512 bytes is read through the clamping reader
+    from organbus.utf8 import clip_text
+
+    for text in ("a" * 600, "word " * 400, "\u00e9t\u00e9 " * 700, "a" * 4080):
+        body = FakeBody()
+        bp = bodyproto.BodyProtocol(body)
+        code, out, _ = asyncio.run(bp.speak(_body_of(text.encode())))
+        assert code == 200, (len(text), code, out)
+        assert body.commands == [("speak", {"text": clip_text(text, 240)})], body.commands[0][1]
+        n = len(text.encode())
+        assert out["notes"] == [
+            "a string of %d bytes was cut to 240 at a character boundary as the body came (the "
+            "master forwards 240 bytes of a text)" % n
+        ], out
+
+
+def test_long_bodies_that_are_not_json_or_do_not_fit_are_refused_with_the_reason():
+    from master.httpd import HttpError
+
+    bp = bodyproto.BodyProtocol(FakeBody())
+    for raw, status, words in (
+        (b"a" * 600 + b"\xff", 400, "body: not JSON: invalid UTF-8 byte ff at offset 610"),
+        (b"a" * 600 + b"\x01", 400, "body: not JSON: control character in a string at offset 610"),
+        (b"a" * 600 + b'", "b": [1 2]', 400, "body: not JSON: expected ',' or ']' at offset 621"),
+    ):  # fmt: skip
+        try:
+            asyncio.run(bp.speak(_body_of(raw)))
+            assert False, "read %r" % raw[-12:]
+        except HttpError as e:
+            assert e.status == status and e.reason.startswith(words), (e.status, e.reason)
+    r = Request("POST", "/speak", "", {}, "127.0.0.1")
+    r.pieces = [b'{"t%d": "%s",' % (i, b"x" * 300) for i in range(10)] + [b'"text": "hi"}']
+    try:
+        asyncio.run(bp.speak(r))
+        assert False, "read a body over the buffer once clamped"
+    except HttpError as e:
+        assert e.status == 413 and "over 1024 bytes" in e.reason, e.reason
+    # and /express: a long emotion is read too, and found on no ability (501, not 503)
+    body = FakeBody()
+    code, out, _ = asyncio.run(
+        bodyproto.BodyProtocol(body).express(_body_of(b"h" * 3900, b"emotion"))
+    )
+    assert code == 501 and body.commands == [], (code, out)

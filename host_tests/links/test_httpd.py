@@ -407,3 +407,56 @@ def test_every_status_the_master_sends_has_its_reason_phrase(server):
 
 async def _answer(status):
     return status, {"error": "status %d" % status}, None
+
+
+def test_a_fed_route_gets_its_body_piece_by_piece_and_its_feeder_is_always_closed():
+    # httpd.Fed (the Body Protocol's long texts): the pieces go to the feeder as they are read,
+    # none is kept, and close() comes however the request ends (answered, 408, cut, a bug)
+    from master import httpd
+
+    feeders = []
+
+    class Feeder:
+        def __init__(self):
+            self.got = []
+            self.closed = 0
+            feeders.append(self)
+
+        def feed(self, piece):
+            self.got.append(bytes(piece))
+
+        def close(self):
+            self.closed += 1
+
+    async def take(req):
+        return 200, {"pieces": len(req.fed.got), "kept": len(req.pieces)}, None
+
+    async def boom(req):
+        raise RuntimeError("handler bug")
+
+    routes = {
+        ("POST", "/fed"): httpd.Fed(take, lambda req: Feeder()),
+        ("POST", "/fedboom"): httpd.Fed(boom, lambda req: Feeder()),
+    }
+    s = ServerThread({"body_timeout_ms": 300}, routes=routes)
+    try:
+        body = b"x" * 3000
+        code, _, out = request(s.port, "POST", "/fed", body)
+        time.sleep(0.2)
+        assert code == 200 and out["kept"] == 0 and out["pieces"] >= 2, out
+        assert b"".join(feeders[-1].got) == body and feeders[-1].closed == 1, feeders[-1].closed
+        assert max(len(p) for p in feeders[-1].got) <= 512, [len(p) for p in feeders[-1].got]
+        raw = raw_exchange(s.port, b"POST /fed HTTP/1.1\r\nContent-Length: 100\r\n\r\nabc")
+        time.sleep(0.2)  # the feeder is closed as the connection ends, after its answer
+        assert status_of(raw) == 408 and feeders[-1].closed == 1, (raw[:40], feeders[-1].closed)
+        k = socket.create_connection(("127.0.0.1", s.port))
+        k.sendall(b"POST /fed HTTP/1.1\r\nContent-Length: 100\r\n\r\nabc")
+        k.close()  # cut by the client
+        time.sleep(0.3)
+        assert feeders[-1].closed == 1 and feeders[-1].got == [b"abc"], feeders[-1].got
+        code, _, out = request(s.port, "POST", "/fedboom", b"{}")
+        time.sleep(0.2)
+        assert code == 500 and feeders[-1].closed == 1, (code, out)
+        assert len(feeders) == 4 and all(f.closed == 1 for f in feeders), len(feeders)
+    finally:
+        s.stop()
