@@ -153,7 +153,7 @@ def test_long_bodies_that_are_not_json_or_do_not_fit_are_refused_with_the_reason
         asyncio.run(bp.speak(r))
         assert False, "read a body over the buffer once clamped"
     except HttpError as e:
-        assert e.status == 413 and "over 1024 bytes" in e.reason, e.reason
+        assert e.status == 413 and "over 512 bytes" in e.reason, e.reason
     # and /express: a long emotion is read too, and found on no ability (501, not 503)
     body = FakeBody()
     code, out, _ = asyncio.run(

@@ -7,10 +7,10 @@
 # core's one plan path (organbus.plan, jsonread, menu: about 32 KB of bytecode in this heap,
 # in flash on a board), 128 KB until MCP gained its sessions, streams and resources
 # (master/mcpstream.py and mcp.py: about 6 KB more .mpy), 144 KB until issue 24's JSON-RPC
-# checks, cancellation and stream bounds, the Body Protocol's clamping reader and its 1 KB
-# buffer (about 11 KB more .mpy with the fake body's submit: at 160 KB 32 KB were free after
-# start, as 144 KB left before, and 2 of 10 runs cut a tools/list answer short for want of
-# heap under the 6 parallel clients); the figures are printed.
+# checks, cancellation and stream bounds and the Body Protocol's clamping reader (about 11 KB
+# more .mpy with the fake body's submit; at 160 KB 32 KB were free after start, as 144 KB left
+# before, and 2 of 10 runs cut a tools/list answer short under the 6 parallel clients); the
+# figures are printed.
 import asyncio
 import http.client
 import json
