@@ -3,9 +3,9 @@ import asyncio
 import time
 
 from organbus import log
-from master import body as _body
-from master.hub import EventLog
-from master.uart import UartEdge
+from master.bus import body as _body
+from master.bus.hub import EventLog
+from master.edge import UartEdge
 
 TICK_MS = 20  # longest timer sleep: decoder idle (50 ms rule), 1 s timeouts, 15 s offline
 
@@ -59,8 +59,9 @@ async def run(
 ):
     """Run the master for ever. `http`: (host, port) or None; `console`: "link" puts the
     JSON-lines link on stdin/stdout, "repl" starts aiorepl when installed, None neither;
-    `xiaozhi`: (config, ident, set_clock, reset) of the xiaozhi link (master/xiaozhi_link.py);
-    `config`: the master's config (events, nudge_url, idle: master/sse.py, nudge.py, idle.py)."""
+    `xiaozhi`: (config, ident, set_clock, reset) of the xiaozhi link (master/links/xiaozhi_link.py);
+    `config`: the master's config (events, nudge_url, idle: master/links/sse.py, nudge.py, idle.py).
+    """
     global body
     b, edges = build(uarts, mode, note, max_steps)
     body = b
@@ -71,8 +72,10 @@ async def run(
     start(b, edges)
     start_loops(b, config)
     svc = None
-    if _ota_on(ota_settings, http_config):  # the update over the air (master/ota.py), its trial
-        from master import otalink
+    if _ota_on(
+        ota_settings, http_config
+    ):  # the update over the air (master/ota/service.py), its trial
+        from master.ota import routes as otalink
 
         o = dict(ota_settings)
         o["token"] = (http_config or {}).get("token")
@@ -87,7 +90,7 @@ async def run(
     if xiaozhi:
         start_xiaozhi(b, *xiaozhi)
     if console == "link":
-        from master import jsonlines
+        from master.links import jsonlines
 
         await jsonlines.serve(b)
         return
@@ -133,7 +136,7 @@ def start_loops(b, config=None):
     out = {}
     nudges = None
     if config.get("nudge_url"):
-        from master import nudge
+        from master.links import nudge
 
         try:
             n = nudge.Nudger(b.hub, b.clock, config)
@@ -145,7 +148,7 @@ def start_loops(b, config=None):
             out["nudges"] = n
     b.report.attach("nudges", nudges.stats if nudges else _nudges_off)
     if config.get("idle") is not None:
-        from master import idle
+        from master.bus import idle
 
         try:
             after = config.get("idle_after_s", 30)
@@ -162,8 +165,11 @@ def start_loops(b, config=None):
 
 def http_routes(b, config=None, ota_service=None):
     """Every HTTP route of the master: its own, the /events stream, MCP, Body Protocol, the
-    update's. `config`: the master's config ("events": master/sse.py DEFAULTS)."""
-    from master import bodyproto, mcp, routes, sse
+    update's. `config`: the master's config ("events": master/links/sse.py DEFAULTS)."""
+    from master.links import bodyproto
+    from master.links import mcp
+    from master.links import routes
+    from master.links import sse
 
     config = config or {}
     table = routes.routes(b)
@@ -173,14 +179,14 @@ def http_routes(b, config=None, ota_service=None):
     table.update(mcp.routes(b))
     table.update(bodyproto.routes(b))
     if ota_service is not None:
-        from master import otalink
+        from master.ota import routes as otalink
 
         table.update(otalink.routes(ota_service))
     return table
 
 
 async def start_http(b, host, port, http_config=None, config=None, ota_service=None):
-    from master import httpd
+    from master.links import httpd
 
     routes = http_routes(b, config, ota_service)
     server = await httpd.serve(routes, host, port, http_config or {})
@@ -190,7 +196,8 @@ async def start_http(b, host, port, http_config=None, config=None, ota_service=N
 
 def start_xiaozhi(b, config, ident, set_clock=None, reset=None):
     """The xiaozhi link as its own task (never raises: a bad config is said on the event log)."""
-    from master import mcp, xiaozhi_link
+    from master.links import mcp
+    from master.links import xiaozhi_link
 
     try:
         link = xiaozhi_link.start(b, config, ident, mcp.SERVER_INFO["version"], set_clock, reset)

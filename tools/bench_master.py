@@ -56,7 +56,7 @@ def registered_body():
     speaker on port 1 registered, its clock now[0] moved by hand."""
     from organbus import frame
     import master_fakes as mf
-    from master.body import build
+    from master.bus.body import build
 
     out = _Wire()
     now = [0]
@@ -85,7 +85,7 @@ def _overhead():
 
 class _Wire:
     # The frames the ports handed over, oldest first, in preallocated lists: the real UART
-    # edge's send allocates nothing (master/uart.py), so neither does the rig's tx, and a
+    # edge's send allocates nothing (master/edge.py), so neither does the rig's tx, and a
     # step's count or heap figure is the master's own. Frames are taken (pop) soon after
     # they are put: the lists start over whenever every frame was taken.
     def __init__(self, size=64):
@@ -132,7 +132,7 @@ class _Out:
         self.out.put(self.port, f)
 
     def command(self, f):
-        # As the real edge's command (master/uart.py): one Python call, its queue written
+        # As the real edge's command (master/edge.py): one Python call, its queue written
         # inline (there the driver's write with nothing queued, here _Wire.put's body).
         w = self.out
         i = w.end  # an IndexError past the wire's size, as put

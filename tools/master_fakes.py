@@ -5,9 +5,9 @@ from organbus import command
 from organbus import frame
 from organbus.descriptor import encode_descriptor
 
-from master import body as _body
-from master.hub import EventLog, Hub
-from master.routes import STATUS
+from master.bus import body as _body
+from master.bus.hub import EventLog, Hub
+from master.links.routes import STATUS
 
 
 def _cap(name, desc, exec_type, group, max_ms, params=()):
@@ -282,7 +282,7 @@ def plan_text(steps):
 
 
 class Rig:
-    """The sans-IO master (master.body.build) on a fake clock, with fake organs on ports."""
+    """The sans-IO master (master.bus.body.build) on a fake clock, with fake organs on ports."""
 
     def __init__(self, ports=(0, 1), max_steps=16, start=True, mode="two-port", record=True):
         self.record = record  # False: keep no wire/trace history (long heap benchmarks)

@@ -4,7 +4,7 @@
 # it. The slot's folder goes first on sys.path (before .frozen and /lib): main.py's imports
 # then load the slot's code. A trial gets one boot; booting again while it is still on trial
 # (a crash, a reset, a power cut before its commit) rolls back to the previous slot, which then
-# has no rollback target: the failed slot never is one (master/ota.py, Service.fail_trial).
+# has no rollback target: the failed slot never is one (master/ota/service.py, Service.fail_trial).
 # A slot whose folder is gone is never run: the USB install's /lib runs, and the state says so.
 import json
 import os

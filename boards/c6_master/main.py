@@ -103,7 +103,7 @@ def _xiaozhi(config, settings, sta):
         return None
     import os
 
-    from master import xiaozhi_link
+    from master.links import xiaozhi_link
 
     mac = None
     try:

@@ -2,7 +2,7 @@
 from organbus import command, frame
 
 import master_fakes as mf
-from master.idle import Idle
+from master.bus.idle import Idle
 
 UNIX_PORT = True
 

@@ -8,7 +8,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from events_rig import LiveRig, http
-from master.nudge import parse_url, reason_of  # noqa: F401
+from master.links.nudge import parse_url, reason_of  # noqa: F401
 
 
 class Receiver:

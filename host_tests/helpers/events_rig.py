@@ -5,7 +5,8 @@ import threading
 import time
 
 import loopback
-from master import app, httpd
+from master import app
+from master.links import httpd
 from master_fakes import FakeOrgan, Rig, led, speaker
 
 

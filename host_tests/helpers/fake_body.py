@@ -1,4 +1,4 @@
-# A scripted stand-in for master.body.Body (section 9 organs) for the links tests, and a CPython server thread around it.
+# A scripted stand-in for master.bus.body.Body (section 9 organs) for the links tests, and a CPython server thread around it.
 #
 # It keeps the Body facade's contract (docs/DESIGN.md): menu() of the online organs,
 # execute(plan, on_accept) -> (REPORT, report) | (PROBLEMS | UNREADABLE | TOO_LARGE, {"problems"}),
@@ -9,7 +9,7 @@
 # continuous step holds its group while it plays, and a step for a held group waits, pending.
 from organbus import plan as _plan
 
-from master.outcome import ACCEPTED, PROBLEMS, REPORT, TOO_LARGE, UNREADABLE
+from master.bus.outcome import ACCEPTED, PROBLEMS, REPORT, TOO_LARGE, UNREADABLE
 
 try:
     import asyncio
@@ -58,7 +58,7 @@ class FakeStep:
 
 
 class FakeRun:
-    """A plan submitted to the fake body (master.scheduler.Run's attributes the links read)."""
+    """A plan submitted to the fake body (master.bus.scheduler.Run's attributes the links read)."""
 
     def __init__(self, plan, notes, on_accept, on_done):
         self.steps = [FakeStep(st) for st in plan["steps"]]
@@ -253,7 +253,7 @@ class FakeBody:
                     break
 
     def cancel(self, run, why):
-        """As master.body.Body.cancel: waiting steps skipped with `why`, running ones give
+        """As master.bus.body.Body.cancel: waiting steps skipped with `why`, running ones give
         their group up."""
         for s in run.steps:
             if s.status == "pending":
@@ -284,8 +284,10 @@ class ServerThread:
         self.port = self.srv.port
 
     def _run(self):
-        from master import bodyproto, httpd, mcp
-        from master.routes import answer
+        from master.links import bodyproto
+        from master.links import httpd
+        from master.links import mcp
+        from master.links.routes import answer
 
         self.loop = asyncio.new_event_loop()
         body = self.body

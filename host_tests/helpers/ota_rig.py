@@ -4,7 +4,7 @@ import json
 import os
 import sys
 
-from master import ota
+from master.ota import service as ota
 
 MP = sys.implementation.name == "micropython"
 KEY = b"0123456789abcdef0123456789abcdef"
@@ -75,8 +75,8 @@ FILES = [
     ("master/app.py", b"print('new app')\n" * 40),
     ("organbus/x.py", b"X = 2\n"),
     ("e", b""),
-    ("master/ota.mpy", b"M ota"),
-    ("master/otalink.py", b"# otalink\n"),
+    ("master/ota/service.mpy", b"M ota"),
+    ("master/ota/routes.py", b"# otalink\n"),
     ("organbus/boardfile.py", b"# boardfile\n"),
     ("organbus/log.py", b"# log\n"),
 ]

@@ -1,9 +1,9 @@
-# The clamping body reader (master/bodyclamp.py) against the strict reader: the same values with long strings cut, the same refusals at the same offsets; CPython, the unix port, RV32.
+# The clamping body reader (master/links/bodyclamp.py) against the strict reader: the same values with long strings cut, the same refusals at the same offsets; CPython, the unix port, RV32.
 import json
 
 from organbus import jsonread
 from organbus.utf8 import clip_text
-from master.bodyclamp import Clamp, Overflow
+from master.links.bodyclamp import Clamp, Overflow
 
 UNIX_PORT = True
 

@@ -2,7 +2,7 @@
 from hypothesis import given, settings, strategies as st
 
 from organbus import jsonread
-from master.bodyclamp import Clamp
+from master.links.bodyclamp import Clamp
 
 LIMIT = 24  # small, so the random strings cross it often
 

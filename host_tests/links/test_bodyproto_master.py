@@ -7,8 +7,8 @@ except ImportError:  # pragma: no cover
 import master_fakes as mf
 import json
 
-from master import bodyproto
-from master.httpd import Request
+from master.links import bodyproto
+from master.links.httpd import Request
 
 UNIX_PORT = True
 

@@ -6,8 +6,8 @@ except ImportError:  # pragma: no cover
 
 import json
 
-from master import bodyproto
-from master.httpd import Request
+from master.links import bodyproto
+from master.links.httpd import Request
 from fake_body import FakeBody
 
 UNIX_PORT = True
@@ -134,7 +134,7 @@ def test_a_long_text_under_the_body_limit_is_spoken_as_the_master_clamps_it():
 
 
 def test_long_bodies_that_are_not_json_or_do_not_fit_are_refused_with_the_reason():
-    from master.httpd import HttpError
+    from master.links.httpd import HttpError
 
     bp = bodyproto.BodyProtocol(FakeBody())
     for raw, status, words in (

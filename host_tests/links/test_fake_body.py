@@ -1,7 +1,7 @@
 # The links tests' scripted stand-in body (helpers/fake_body.py) keeps its own contract.
 import asyncio
 
-from master.routes import STATUS
+from master.links.routes import STATUS
 
 from fake_body import FakeBody
 

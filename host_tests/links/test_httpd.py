@@ -382,7 +382,7 @@ def _statuses_sent_by_the_master():
 
 
 def test_every_status_the_master_sends_has_its_reason_phrase(server):
-    from master import httpd
+    from master.links import httpd
 
     found = _statuses_sent_by_the_master()
     assert {200, 400, 409, 503} <= set(found), "the scan finds the master's statuses: %r" % found
@@ -412,7 +412,7 @@ async def _answer(status):
 def test_a_fed_route_gets_its_body_piece_by_piece_and_its_feeder_is_always_closed():
     # httpd.Fed (the Body Protocol's long texts): the pieces go to the feeder as they are read,
     # none is kept, and close() comes however the request ends (answered, 408, cut, a bug)
-    from master import httpd
+    from master.links import httpd
 
     feeders = []
 

@@ -5,7 +5,8 @@ import time
 
 from hypothesis import given, settings, strategies as st
 
-from master import httpd, mcp
+from master.links import httpd
+from master.links import mcp
 from test_httpd import raw_exchange, request, status_of
 from fake_body import FakeBody, ServerThread
 

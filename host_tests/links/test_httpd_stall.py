@@ -19,7 +19,7 @@ from bench_stall import burst, listen_counters  # noqa: E402
 from vbody.body import VirtualBody  # noqa: E402
 
 sys.path.insert(0, ROOT)
-from master import httpd  # noqa: E402
+from master.links import httpd  # noqa: E402
 
 CLIENTS = 300
 RUNS = 3

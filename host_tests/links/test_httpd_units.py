@@ -1,5 +1,5 @@
 # httpd pieces without sockets (head parsing, rate limiter, response bytes), on CPython and the unix port.
-from master import httpd
+from master.links import httpd
 
 UNIX_PORT = True
 

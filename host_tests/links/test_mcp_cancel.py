@@ -9,7 +9,7 @@ try:
 except ImportError:  # pragma: no cover
     import uasyncio as asyncio
 
-from master import mcp
+from master.links import mcp
 from fake_body import FakeBody
 from test_bodyproto_master import rig_with, run_with_clock
 

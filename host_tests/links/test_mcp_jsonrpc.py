@@ -6,8 +6,8 @@ try:
 except ImportError:  # pragma: no cover
     import uasyncio as asyncio
 
-from master import mcp
-from master.httpd import Request
+from master.links import mcp
+from master.links.httpd import Request
 from fake_body import FakeBody
 
 UNIX_PORT = True

@@ -1,5 +1,5 @@
 # MCP tools over the real master Body with scripted fake organs on a fake clock (both interpreters).
-from master import mcp
+from master.links import mcp
 from test_bodyproto_master import rig_with, run_with_clock
 
 UNIX_PORT = True
@@ -73,7 +73,7 @@ def test_refusal_and_timeout_are_tool_errors_with_the_reason():
 def test_a_duplicate_argument_is_a_problem_of_the_call():
     # The HTTP body is read strictly (httpd Request.json): a repeated argument is not silently
     # the last value, it is refused like a repeated key in a plan, and nothing is sent.
-    from master.httpd import Request
+    from master.links.httpd import Request
 
     rig = rig_with()
     before = rig.commands_sent()

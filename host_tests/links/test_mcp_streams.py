@@ -4,7 +4,8 @@ try:
 except ImportError:  # pragma: no cover
     import uasyncio as asyncio
 
-from master import mcp, mcpstream
+from master.links import mcp
+from master.links import mcpstream
 from fake_body import FakeBody
 
 UNIX_PORT = True

@@ -6,7 +6,7 @@ try:
 except ImportError:  # pragma: no cover
     import uasyncio as asyncio
 
-from master import mcp
+from master.links import mcp
 from fake_body import FakeBody
 
 UNIX_PORT = True

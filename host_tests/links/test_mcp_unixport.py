@@ -6,7 +6,7 @@
 # (a board freezes it in flash), so the heap here is 168 KB: 96 KB until the links took the
 # core's one plan path (organbus.plan, jsonread, menu: about 32 KB of bytecode in this heap,
 # in flash on a board), 128 KB until MCP gained its sessions, streams and resources
-# (master/mcpstream.py and mcp.py: about 6 KB more .mpy), 144 KB until issue 24's JSON-RPC
+# (master/links/mcpstream.py and mcp.py: about 6 KB more .mpy), 144 KB until issue 24's JSON-RPC
 # checks, cancellation and stream bounds and the Body Protocol's clamping reader (about 11 KB
 # more .mpy with the fake body's submit; at 160 KB 32 KB were free after start, as 144 KB left
 # before, and 2 of 10 runs cut a tools/list answer short under the 6 parallel clients); the
@@ -31,7 +31,9 @@ from test_httpd import request
 
 RUNNER = """
 import asyncio, gc, json, sys
-from master import httpd, mcp, bodyproto
+from master.links import httpd
+from master.links import mcp
+from master.links import bodyproto
 from fake_body import FakeBody
 
 body = FakeBody()

@@ -2,7 +2,7 @@
 import asyncio
 import json
 
-from master import httpd
+from master.links import httpd
 from organbus import menu
 
 UNIX_PORT = True
@@ -83,7 +83,7 @@ def test_write_json_gives_the_socket_at_most_one_buffer_at_a_time():
 def test_the_menu_in_pieces_is_the_menu_and_holds_one_entry_at_a_time():
     # GET /menu's document (routes.menu_pieces) writes exactly Body.menu()'s JSON, for both
     # organs and for none, and its entries are built only as they are written
-    from master import routes
+    from master.links import routes
     from master_fakes import Rig, standard_rig
 
     for rig in (standard_rig(), Rig(start=False)):

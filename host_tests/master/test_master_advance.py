@@ -2,7 +2,7 @@
 from organbus import frame
 import master_fakes as mf
 
-from master import body
+from master.bus import body
 
 UNIX_PORT = True
 

@@ -1,8 +1,8 @@
-# The body event hub (master/hub.py): what the master publishes, subscriber isolation, the bounded Feed (both interpreters).
+# The body event hub (master/bus/hub.py): what the master publishes, subscriber isolation, the bounded Feed (both interpreters).
 import master_fakes as mf
 import plan_corpus as pc
 
-from master.hub import EVENTS, Feed, Hub, describe
+from master.bus.hub import EVENTS, Feed, Hub, describe
 
 UNIX_PORT = True
 
@@ -188,7 +188,7 @@ def test_a_subscriber_hears_only_what_it_asked_for():
 
 
 def test_organ_events_are_counted_by_the_hub_with_or_without_subscribers():
-    from master.hub import Hub
+    from master.bus.hub import Hub
 
     hub = Hub()
     hub.publish("event", 0, ("led_blink", 0))

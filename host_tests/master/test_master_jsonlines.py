@@ -1,10 +1,10 @@
-# The JSON-lines link's request handling (master/jsonlines.py), both interpreters.
+# The JSON-lines link's request handling (master/links/jsonlines.py), both interpreters.
 import asyncio
 import json
 
 import master_fakes as mf
 import plan_corpus as pc
-from master import jsonlines
+from master.links import jsonlines
 
 UNIX_PORT = True
 

@@ -4,8 +4,8 @@ import master_fakes as mf
 import micropython
 from organbus.descriptor import encode_descriptor
 
-from master import body
-from master.hub import EventLog, Feed
+from master.bus import body
+from master.bus.hub import EventLog, Feed
 
 UNIX_PORT = True
 

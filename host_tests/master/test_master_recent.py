@@ -1,8 +1,8 @@
 # The /status ring kept as JSON text in one buffer taken at boot: newest entries in order, bounded in bytes, long entries cut as said.
 import json
 
-from master.hub import Hub
-from master.recent import Recent
+from master.bus.hub import Hub
+from master.bus.recent import Recent
 
 UNIX_PORT = True
 

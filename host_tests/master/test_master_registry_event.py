@@ -7,7 +7,7 @@ from organbus import frame
 from organbus.ticks import ticks_diff
 import master_fakes as mf
 
-from master import body
+from master.bus import body
 
 UNIX_PORT = True
 

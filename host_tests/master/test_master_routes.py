@@ -1,9 +1,9 @@
-# The master's own HTTP routes (master/routes.py) and the outcome-to-status map, both interpreters.
+# The master's own HTTP routes (master/links/routes.py) and the outcome-to-status map, both interpreters.
 import asyncio
 
 import master_fakes as mf
-from master import routes as _routes
-from master import body
+from master.links import routes as _routes
+from master.bus import body
 
 UNIX_PORT = True
 

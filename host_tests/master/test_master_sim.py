@@ -231,7 +231,7 @@ def test_one_port_mode_says_so(tmp_path):
 
 
 def test_link_steady_state_allocates_nothing():
-    # master/uart.py on the unix port over a simulated UART: heartbeats and repeated
+    # master/edge.py on the unix port over a simulated UART: heartbeats and repeated
     # DESCRIPTORs (each ACKed) through the asyncio reader, GC off, heap counted
     sys.path.insert(0, os.path.join(ROOT, "tools"))
     import bench_master

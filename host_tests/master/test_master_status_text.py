@@ -6,7 +6,7 @@ from bench_master import registered_body
 from organbus import frame
 import master_fakes as mf
 
-from master.httpd import json_length, json_pieces
+from master.links.httpd import json_length, json_pieces
 
 UNIX_PORT = True
 

@@ -6,8 +6,8 @@ import micropython
 from organbus import frame
 import master_fakes as mf
 
-from master import body
-from master.scheduler import command_frame
+from master.bus import body
+from master.bus.scheduler import command_frame
 
 UNIX_PORT = True
 

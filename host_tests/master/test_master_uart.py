@@ -1,4 +1,4 @@
-# master/uart.py, the UART edge: frames whole and in order under partial writes, and the reader's early wake-up.
+# master/edge.py, the UART edge: frames whole and in order under partial writes, and the reader's early wake-up.
 #
 # `test_frames_whole_and_in_order_*` runs on CPython and on the unix port (UNIX_PORT): a UART
 # double takes 1..N bytes per write at random while the HTTP, timer and reader paths all send.
@@ -10,7 +10,7 @@ import micropython
 
 from organbus import frame
 
-from master.uart import IDLE_POLL_MS, UartEdge
+from master.edge import IDLE_POLL_MS, UartEdge
 
 UNIX_PORT = True
 FRAMES = 10000

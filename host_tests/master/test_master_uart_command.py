@@ -1,7 +1,7 @@
-# master/uart.py's command: straight to the driver with nothing queued, behind the queue otherwise, a partial write kept as the tail.
+# master/edge.py's command: straight to the driver with nothing queued, behind the queue otherwise, a partial write kept as the tail.
 from organbus import frame
 
-from master.uart import UartEdge
+from master.edge import UartEdge
 
 UNIX_PORT = True
 

@@ -1,7 +1,7 @@
-# master/mqtt/client.py on the unix port against the test's broker: connect, subscribe, QoS 1 echo.
+# master/links/mqtt/client.py on the unix port against the test's broker: connect, subscribe, QoS 1 echo.
 import sys
 import asyncio
-from master.mqtt.client import Client
+from master.links.mqtt.client import Client
 
 port = int(sys.argv[1])
 got = []

@@ -1,11 +1,11 @@
-# master/mqtt/client.py on a real Mosquitto: subscribe and receive, QoS 1, the will, reconnect after the broker left.
+# master/links/mqtt/client.py on a real Mosquitto: subscribe and receive, QoS 1, the will, reconnect after the broker left.
 import asyncio
 import queue
 import time
 
 import paho.mqtt.client as paho
 
-from master.mqtt.client import Client
+from master.links.mqtt.client import Client
 
 
 def _ha(port, topic):

@@ -1,7 +1,7 @@
-# master/mqtt/discovery.py: entities from the live menu, a third-party organ's led_on/led_off a light too.
+# master/links/mqtt/discovery.py: entities from the live menu, a third-party organ's led_on/led_off a light too.
 UNIX_PORT = True  # also run by host_tests/ports/test_unix_port.py
 
-from master.mqtt import discovery
+from master.links.mqtt import discovery
 
 
 def _cap(name, mid):

@@ -1,7 +1,7 @@
-# master/mqtt/packet.py on the MicroPython unix port: build and parse round trips, the CONNECT flags.
+# master/links/mqtt/packet.py on the MicroPython unix port: build and parse round trips, the CONNECT flags.
 UNIX_PORT = True  # also run by host_tests/ports/test_unix_port.py
 
-from master.mqtt import packet as p
+from master.links.mqtt import packet as p
 
 
 def test_publish_round_trip():

@@ -1,9 +1,9 @@
-# master/mqtt/packet.py against a real Mosquitto on loopback: connect, subscribe, QoS 0 and 1, retain, last will.
+# master/links/mqtt/packet.py against a real Mosquitto on loopback: connect, subscribe, QoS 0 and 1, retain, last will.
 import socket
 
 import pytest
 
-from master.mqtt import packet as p
+from master.links.mqtt import packet as p
 
 
 def _read(sock, buf, state):

@@ -1,10 +1,10 @@
-# The update's sans-IO core (master/ota.py) and the boot step (boards/c6_master/boot.py), on both interpreters.
+# The update's sans-IO core (master/ota/service.py) and the boot step (boards/c6_master/boot.py), on both interpreters.
 import gc
 import hashlib
 import json
 import sys
 
-from master import ota
+from master.ota import service as ota
 from ota_rig import FILES, KEY, boot_module as _boot, bundle, hexd as _hex, svc as _svc
 from ota_rig import tmp as _tmp, tree as _tree, upload as _upload
 
@@ -85,7 +85,7 @@ def test_cut_upload_leaves_the_old_code():
 def test_manifest_refusals():
     _refused(b"NOTOTA" + bytes(200), 400, "no OBOTA1 magic")
     big = ota.MAGIC + bytes([0x20, 0x01]) + bytes(32) + bytes(100)
-    _refused(big, 413, "manifest of 8193 bytes, the limit is 6144")
+    _refused(big, 413, "manifest of 8193 bytes, the limit is 8192")
     _refused(bundle([("../boot.py", b"x")]), 400, "may not hold . or ..")
     _refused(bundle([("/abs", b"x")]), 400, "must be relative")
     _refused(bundle([("main.py", b"x")]), 400, "root file")

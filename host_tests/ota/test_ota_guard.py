@@ -2,7 +2,7 @@
 import gc
 import sys
 
-from master import ota
+from master.ota import service as ota
 from ota_rig import FILES, boot_module, booted, bundle, svc as _svc, tmp, tree, upload
 
 UNIX_PORT = True
@@ -175,11 +175,11 @@ def test_a_bundle_without_the_roles_entry_modules_is_refused():
     assert r["status"] == 400 and "entry modules are missing" in r["reason"], r
     for m in ota.ENTRY:
         assert m in r["reason"], (m, r["reason"])
-    without = [f for f in FILES if not f[0].startswith("master/otalink")]
+    without = [f for f in FILES if not f[0].startswith("master/ota/routes")]
     r, _ = upload(s, bundle(without, "no-otalink"), 500)
-    assert r["status"] == 400 and r["reason"].endswith(": master/otalink"), r
+    assert r["status"] == 400 and r["reason"].endswith(": master/ota/routes"), r
     assert tree(d) == before and s.document()["version"] is None
-    assert upload(s, bundle(FILES, "whole"), 500)[0]["ok"]  # .py or .mpy (master/ota.mpy)
+    assert upload(s, bundle(FILES, "whole"), 500)[0]["ok"]  # .py or .mpy (master/ota/service.mpy)
     ota.rmtree(d)
 
 

@@ -11,7 +11,7 @@ import time
 
 from e2e_support import VirtualBody, one_step
 from deploy import ota as tool
-from master import ota
+from master.ota import service as ota
 
 KEY = "5a" * 32
 TOKEN = "heap-token"

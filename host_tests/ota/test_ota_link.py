@@ -1,7 +1,9 @@
-# The update's HTTP handlers (master/otalink.py) over a scripted body stream: a cut, a stall, a trickle past the whole-upload deadline, a rollback during an upload or after a failed trial; both interpreters.
+# The update's HTTP handlers (master/ota/routes.py) over a scripted body stream: a cut, a stall, a trickle past the whole-upload deadline, a rollback during an upload or after a failed trial; both interpreters.
 import asyncio
 
-from master import httpd, ota, otalink
+from master.links import httpd
+from master.ota import service as ota
+from master.ota import routes as otalink
 from ota_rig import FILES, booted, bundle, svc as _svc, tmp, tree, upload
 
 UNIX_PORT = True
@@ -9,7 +11,7 @@ RV32 = False  # the RV32 image under QEMU has no writable file system
 
 
 class Stream:
-    """A request body as master.httpd.BodyStream gives it: `pieces` in turn, then `end` raised
+    """A request body as master.links.httpd.BodyStream gives it: `pieces` in turn, then `end` raised
     (None: the body is whole); `gate` (an Event) holds the read after `hold_after` pieces."""
 
     def __init__(self, pieces, end=None, gate=None, hold_after=None):

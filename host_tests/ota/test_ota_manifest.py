@@ -1,8 +1,8 @@
-# The update's manifest read as it streams in (master/ota.py ManifestReader): the strict reader's values from any split, and its refusals.
+# The update's manifest read as it streams in (master/ota/service.py ManifestReader): the strict reader's values from any split, and its refusals.
 import hashlib
 import json
 
-from master import ota
+from master.ota import service as ota
 from organbus import jsonread
 
 UNIX_PORT = True

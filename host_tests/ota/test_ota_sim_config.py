@@ -14,7 +14,7 @@ import pytest
 from e2e_support import one_step
 from support import ROOT
 from deploy import ota as tool
-from master import ota
+from master.ota import service as ota
 
 KEY = "3c" * 32
 TOKEN = "sim-config-token"

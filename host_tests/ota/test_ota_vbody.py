@@ -11,7 +11,7 @@ import pytest
 from e2e_support import LED, VirtualBody, one_step
 from deploy import ota as tool
 from deploy.base import FlashError
-from master import ota
+from master.ota import service as ota
 
 KEY = "7f" * 32
 TOKEN = "ota-test-token"

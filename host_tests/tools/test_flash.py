@@ -200,7 +200,7 @@ def test_frozen_modules_are_not_copied():
     assert sorted(frozen) == ["master/app.py", "organbus/frame.py"], frozen
     plan = install.compile_plan(files, "rv32imc", "/stage", frozen)
     dests = [d for _, _, _, d in plan]
-    assert "/lib/organbus/frame.mpy" not in dests and "/lib/master/body.mpy" in dests, dests
+    assert "/lib/organbus/frame.mpy" not in dests and "/lib/master/bus/body.mpy" in dests, dests
 
 
 # -- which files a role needs ---------------------------------------------------------------------
@@ -229,7 +229,7 @@ def test_role_files_follow_the_imports():
     assert "organs/speaker.py" in speaker and "organs/led.py" not in speaker
     assert "master/app.py" in master and not any(x.startswith("organs/") for x in master)
     assert "organbus/menu.py" in master and "organbus/menu.py" not in led
-    links = {"master/httpd.py", "master/mcp.py", "master/bodyproto.py"}
+    links = {"master/links/httpd.py", "master/links/mcp.py", "master/links/bodyproto.py"}
     assert links <= master, "the master's HTTP links would not be deployed: %s" % (links - master)
 
 

@@ -1,11 +1,11 @@
-# The WebSocket client (master/ws.py) against `websockets`, on CPython and on the MicroPython unix port.
+# The WebSocket client (master/net/ws.py) against `websockets`, on CPython and on the MicroPython unix port.
 import asyncio
 import os
 
 import pytest
 
 import ws_cases
-from master import ws
+from master.net import ws
 from support import MICROPYPATH, run_micropython
 from ws_rig import WsRig
 

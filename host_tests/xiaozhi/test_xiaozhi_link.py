@@ -4,7 +4,10 @@ import json
 
 import pytest
 
-from master import mcp, ws, xiaozhi, xiaozhi_link
+from master.links import mcp
+from master.net import ws
+from master.links import xiaozhi
+from master.links import xiaozhi_link
 from xiaozhi_fakes import Facade, Log
 from xiaozhi_server import XiaozhiServer
 
@@ -268,7 +271,7 @@ def test_unreachable_ota_is_a_reason_not_a_crash():
     run(go())
 
 
-assert ws.TEXT == 1  # the link reads text and binary frames of master/ws.py
+assert ws.TEXT == 1  # the link reads text and binary frames of master/net/ws.py
 assert json
 
 

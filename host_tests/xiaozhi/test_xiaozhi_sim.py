@@ -7,7 +7,7 @@ import pytest
 
 from e2e_support import Tap, VirtualBody
 from organbus import frame
-from master import mcp
+from master.links import mcp
 from xiaozhi_server import ServerThread
 
 ABILITIES = ["led_on", "led_off", "led_blink", "chime"]

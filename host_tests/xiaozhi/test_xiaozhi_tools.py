@@ -37,7 +37,7 @@ def test_flash_refuses_a_bad_ota_url_and_an_organ():
 def test_the_master_installs_the_link():
     board = json.load(open(os.path.join(ROOT, "boards", "c6_master", "board.json")))
     dests = [d for _, d in roles.role_files("master", board)["modules"]]
-    for m in ("master/ws.py", "master/xiaozhi.py", "master/xiaozhi_link.py"):
+    for m in ("master/net/ws.py", "master/links/xiaozhi.py", "master/links/xiaozhi_link.py"):
         assert m in dests, "%s is not deployed: %s" % (m, dests)
 
 

@@ -1,4 +1,4 @@
-# The xiaozhi device's protocol state (master/xiaozhi.py) over a fake facade, on CPython and the unix port.
+# The xiaozhi device's protocol state (master/links/xiaozhi.py) over a fake facade, on CPython and the unix port.
 import json
 
 try:
@@ -6,7 +6,8 @@ try:
 except ImportError:  # pragma: no cover
     import uasyncio as asyncio
 
-from master import mcp, xiaozhi
+from master.links import mcp
+from master.links import xiaozhi
 from xiaozhi_fakes import ANNOUNCE, EXPRESS, Facade, Log, _ms
 
 UNIX_PORT = True

@@ -8,7 +8,7 @@ except ImportError:  # pragma: no cover
 import hashlib
 import json
 
-from master import ws
+from master.net import ws
 
 HOST = "127.0.0.1"
 

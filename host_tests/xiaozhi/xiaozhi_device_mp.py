@@ -4,7 +4,8 @@ import sys
 
 import asyncio
 
-from master import xiaozhi, xiaozhi_link
+from master.links import xiaozhi
+from master.links import xiaozhi_link
 from xiaozhi_fakes import Facade
 
 IDENT = {"device_id": "aa:bb:cc:dd:ee:02", "client_id": "12345678-1234-4123-8123-123456789abd"}

@@ -16,7 +16,9 @@ from deploy.roles import role_files
 sys.path.insert(0, os.path.join(ROOT, "tools", "shim"))
 sys.path.insert(0, os.path.join(ROOT, "lib"))
 sys.path.insert(0, ROOT)
-from master import ota as _ota  # noqa: E402  (the one bundle format: the board's own module)
+from master.ota import (
+    service as _ota,
+)  # noqa: E402  (the one bundle format: the board's own module)
 
 KEY_ENV = "ORGANBUS_OTA_KEY"
 KEY_FILE = os.path.join(os.path.expanduser("~"), ".config", "organbus", "ota.key")
@@ -85,7 +87,7 @@ def bundle_files(arch, stage):
 
 
 def bundle(key, files, version, seq=1):
-    """The signed bundle (master/ota.py's format) of [(path, bytes)], with the sequence number
+    """The signed bundle (master/ota/service.py's format) of [(path, bytes)], with the sequence number
     `seq` (the master takes it only when it is above the highest it accepted)."""
     man = {
         "version": version,

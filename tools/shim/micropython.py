@@ -19,7 +19,7 @@ def mem_info(*args):
 
 def native(f):
     # the code emitters are MicroPython's compiler: on CPython the function runs as written
-    # (only for code whose viper lines mean the same in Python: master/port.py)
+    # (only for code whose viper lines mean the same in Python: master/bus/port.py)
     return f
 
 

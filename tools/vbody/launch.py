@@ -108,7 +108,7 @@ def host_settings(uarts, http=None, console=None, xiaozhi=None, id_file=None):
 def stage(role, stage_dir, settings):
     """The board's flash as a folder: its boot.py (when it has one), main.py and board.json,
     settings.json over them. What else a board writes there (the master's update slots and
-    ota.json, master/ota.py) stays from one boot to the next."""
+    ota.json, master/ota/service.py) stays from one boot to the next."""
     src = os.path.join(boards_dir(), BOARDS[role])
     os.makedirs(stage_dir, exist_ok=True)
     for name in ("boot.py", "main.py", "board.json"):
@@ -169,10 +169,25 @@ def device_tree(role, lib_dir, arch="x64"):
         if not os.path.exists(out) or os.path.getmtime(out) < os.path.getmtime(src):
             os.makedirs(os.path.dirname(out), exist_ok=True)
             shutil.copyfile(src, out)
+    _drop_stale(lib_dir, [m[1][:-3] + ".mpy" for m in files["modules"]])
     names = sorted(
         {dest[:-3].replace("/", ".").replace(".__init__", "") for _, dest in files["modules"]}
     )
     return names
+
+
+def _drop_stale(lib_dir, keep):
+    """Delete the .mpy files in lib_dir that the role no longer has (a module moved or
+    removed since the tree was built): a stale package would shadow the module now in its
+    place (master/edge/ before master/edge.mpy)."""
+    keep = set(os.path.join(lib_dir, *k.split("/")) for k in keep)
+    for d, dirs, fs in os.walk(lib_dir, topdown=False):
+        for f in fs:
+            path = os.path.join(d, f)
+            if f.endswith(".mpy") and path not in keep:
+                os.remove(path)
+        if d != lib_dir and not os.listdir(d):
+            os.rmdir(d)
 
 
 SIMHW_MODULES = ("machine", "neopixel", "network")  # built into a board's firmware (C, no heap)

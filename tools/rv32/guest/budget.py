@@ -99,7 +99,7 @@ def _register_led():
     warm-up one."""
     from bench_master import _Feeder, _Out, _Wire
     import master_fakes as mf
-    from master.body import build
+    from master.bus.body import build
 
     raw = frame.encode(frame.DESCRIPTOR, mf.encode_descriptor(mf.led()))
     best = None
@@ -193,7 +193,7 @@ def organ_command():
 def scheduler():
     from bench_master import _Feeder, _Out, _Wire, _plan16
     import master_fakes as mf
-    from master.body import build
+    from master.bus.body import build
     from organbus import plan
 
     out = _Wire()

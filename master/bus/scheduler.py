@@ -12,7 +12,7 @@ from organbus import command
 from organbus import frame
 from organbus.ticks import ticks_diff
 
-from master.port import RESP_TIMEOUT_MS
+from master.bus.port import RESP_TIMEOUT_MS
 
 _IDLE_MS = const(60000)  # poll's answer with nothing in flight
 SETTLE_MS = const(250)  # after a timeout the link stays quiet this long: a late answer is not
@@ -49,7 +49,7 @@ class Step:
         self.status = PENDING
         self.reason = None
         self.port = None
-        self.own = None  # the owner tuple (master/owners.py) of the organ it was sent to
+        self.own = None  # the owner tuple (master/bus/owners.py) of the organ it was sent to
         self.t_sent = 0
         self.ms = None
 
@@ -190,7 +190,7 @@ def command_frame(cap, params):
 
 class Scheduler:
     """`owners.owner(name) -> (Port, capability, module_id, link, group, continuous) | None`
-    (master/owners.py); `hub` hears every step."""
+    (master/bus/owners.py); `hub` hears every step."""
 
     def __init__(self, owners, hub):
         self.owner = owners.owner
@@ -228,7 +228,7 @@ class Scheduler:
         return run
 
     def give_way(self, run, why, now):
-        """Pre-emption (the idle loop, master/idle.py): `run`'s waiting steps are skipped with
+        """Pre-emption (the idle loop, master/bus/idle.py): `run`'s waiting steps are skipped with
         `why` and its running steps give their resource groups up at once, so the next plan's
         COMMAND in that group goes out now (the organ then ends the old one: EVENT status 1,
         and the step is `stopped`); then dispatch."""
@@ -264,7 +264,7 @@ class Scheduler:
             )
             self._finish(s, REFUSED, now, True)
             self._dispatch(now)
-        elif s.own[5]:  # continuous: decided once per registration (master/owners.py)
+        elif s.own[5]:  # continuous: decided once per registration (master/bus/owners.py)
             s.status = RUNNING  # its COMMAND_RESP tick is t_sent + ms
             self.running.append(s)
             if self._wants["step"]:
@@ -288,7 +288,7 @@ class Scheduler:
         # subscriber, a late answer settling, the owners changed since admission) goes the
         # general way. A Python operation costs ~100-900 instructions on the C6's core
         # (docs/rv32.md): hence the locals, and the owner's link, group and kind read from the
-        # owner tuple (master/owners.py) rather than from the capability's dict.
+        # owner tuple (master/bus/owners.py) rather than from the capability's dict.
         if s is None:
             running = self.running
             hit = None

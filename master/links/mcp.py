@@ -1,6 +1,6 @@
 # MCP server on the master (Streamable HTTP): one tool per capability of the live menu, the body's status and reports as resources.
 #
-# `initialize` makes a session (Mcp-Session-Id, master/mcpstream.py) so the client can hold
+# `initialize` makes a session (Mcp-Session-Id, master/links/mcpstream.py) so the client can hold
 # the GET /mcp stream: `notifications/tools/list_changed` on every menu change and
 # `notifications/resources/updated` for the resources it subscribed. A POST without a
 # session id still stands alone. A `tools/call` with a progressToken is answered as an SSE
@@ -13,10 +13,10 @@ from micropython import const
 from organbus.menu import param_schema
 from organbus.plan import one_step
 
-from master.httpd import HttpError
-from master.mcpstream import SSE_HEAD, Call, CallStream, NotifyStream, Sessions
-from master.mcpstream import cancelled, notification
-from master.outcome import ACCEPTED, PROBLEMS, REPORT
+from master.links.httpd import HttpError
+from master.links.mcpstream import SSE_HEAD, Call, CallStream, NotifyStream, Sessions
+from master.links.mcpstream import cancelled, notification
+from master.bus.outcome import ACCEPTED, PROBLEMS, REPORT
 
 # Handshake-era revisions whose transport is Streamable HTTP, newest first.
 PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26")
@@ -203,7 +203,9 @@ class McpServer:
         # the header, else what the session's initialize agreed, else (the spec) 2025-03-26
         version = want or (session.version if session is not None else None) or "2025-03-26"
         try:
-            msg = req.json  # parsed here, strictly, on first use (master/httpd.py Request.json)
+            msg = (
+                req.json
+            )  # parsed here, strictly, on first use (master/links/httpd.py Request.json)
         except HttpError as e:
             return 400, _error(None, PARSE_ERROR, "parse error: " + e.reason), None
         dups = getattr(req, "json_dups", ())

@@ -9,8 +9,8 @@ import asyncio
 
 from organbus import log
 from organbus.ticks import ticks_diff, ticks_ms
-from master import ws
-from master.xiaozhi import (
+from master.net import ws
+from master.links.xiaozhi import (
     HELLO_TIMEOUT_MS,
     WATCHDOG_MS,
     Backoff,
@@ -29,7 +29,7 @@ _MP = ws._MP
 
 
 class BodyFacade:
-    """The master's Body as the link's Facade: hub events (master/hub.py) translated."""
+    """The master's Body as the link's Facade: hub events (master/bus/hub.py) translated."""
 
     def __init__(self, body, reset=None):
         self.body = body

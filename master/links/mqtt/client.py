@@ -1,9 +1,9 @@
-# A small asyncio MQTT 3.1.1 client over master/mqtt/packet.py: keepalive, last will, QoS 0/1, backoff, bounded.
+# A small asyncio MQTT 3.1.1 client over master/links/mqtt/packet.py: keepalive, last will, QoS 0/1, backoff, bounded.
 import asyncio
 
 from micropython import const
 
-from master.mqtt import packet
+from master.links.mqtt import packet
 
 LIMIT = const(4096)  # the largest packet taken from the broker; a larger one drops the connection
 QUEUE = const(16)  # outgoing publishes held while the broker is slow or away; the oldest drops

@@ -31,7 +31,7 @@ from organbus import jsonread, log
 
 MAGIC = b"OBOTA1"
 HEAD = const(40)  # magic (6) + manifest length (2) + HMAC-SHA256 (32)
-MAX_MANIFEST = const(6144)  # bytes: about 50 files (the role has 37 today)
+MAX_MANIFEST = const(8192)  # bytes: about 60 files (the role has 46, its packages included)
 MAX_FILES = const(96)
 MAX_VERSION = const(40)
 MAX_SEQ = 0x7FFFFFFF
@@ -43,7 +43,13 @@ SLOTS = ("a", "b")
 # The master role's entry modules (each as .mpy or .py): what main.py imports, and the update's
 # own, which commits or rolls back the trial. A bundle without them would run the USB
 # install's copies under the bundle's version.
-ENTRY = ("organbus/boardfile", "organbus/log", "master/app", "master/ota", "master/otalink")
+ENTRY = (
+    "organbus/boardfile",
+    "organbus/log",
+    "master/app",
+    "master/ota/service",
+    "master/ota/routes",
+)
 ROOT_FILES = ("boot.py", "main.py", "board.json", "settings.json", "config.json", STATE_FILE)
 _BLOCK = const(64)  # SHA-256 block size, for HMAC
 _PATH_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./"
@@ -785,7 +791,7 @@ class Service:
     """The master's update state over a flash `root`: the upload into the stage and then the
     inactive slot, the trial after it, commit and rollback, GET /ota's document. `reset()`
     restarts the board, `online()` the module_ids of the organs registered now, `emit` the event
-    log; `upload_ms`: the whole upload's deadline (master/otalink.py keeps it)."""
+    log; `upload_ms`: the whole upload's deadline (master/ota/routes.py keeps it)."""
 
     def __init__(
         self,

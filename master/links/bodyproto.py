@@ -15,14 +15,14 @@ from micropython import const
 from organbus import jsonread
 from organbus.plan import TEXT_CLAMP, one_step
 
-from master.bodyclamp import Clamp, Overflow
-from master.httpd import Fed, HttpError
-from master.outcome import ACCEPTED
-from master.routes import STATUS
+from master.links.bodyclamp import Clamp, Overflow
+from master.links.httpd import Fed, HttpError
+from master.bus.outcome import ACCEPTED
+from master.links.routes import STATUS
 
 ANSWER_MS = const(2000)  # the most a request waits for its organ's COMMAND_RESP
 MAX_QUEUED = const(2)  # steps answered 202 still waiting for their group
-# Every body is read as it comes through `Clamp` (master/bodyclamp.py, an httpd.Fed route):
+# Every body is read as it comes through `Clamp` (master/links/bodyclamp.py, an httpd.Fed route):
 # its strings cut to the TEXT_CLAMP bytes the master forwards, never kept or cut out whole (a
 # 3.9 KB /speak found no such block at 80 KB); the buffer holds the body once cut ({"text"}
 # with 480 bytes of escaped JSON fits). The Clamp (about 1.4 KB on the 64-bit unix port once

@@ -4,8 +4,8 @@
 # an HTTP status, and the JSON-lines link reuses it so both links answer alike.
 from organbus import menu as _menu
 
-from master import outcome
-from master.httpd import Each
+from master.bus import outcome
+from master.links.httpd import Each
 
 STATUS = {
     outcome.ACCEPTED: 200,
@@ -54,7 +54,7 @@ def menu_pieces(body):
 
 
 def routes(body):
-    """{(method, path): handler} for master.httpd.serve over a Body."""
+    """{(method, path): handler} for master.links.httpd.serve over a Body."""
 
     async def get_menu(req):
         return 200, menu_pieces(body), None

@@ -25,7 +25,7 @@ from micropython import const
 
 from organbus.ticks import ticks_diff
 
-from master.hub import describe
+from master.bus.hub import describe
 
 KEPT = ("plan", "rejected", "registered", "refused", "offline", "duplicate", "event")
 CAP = 3072  # bytes of the entries' JSON (a one-step plan's report: 190, an organ's arrival: 160)

@@ -2,7 +2,7 @@
 #
 # Requests: {"op": "menu"}, {"op": "status"}, {"op": "plan", "plan": {...} or "<plan JSON text>"};
 # an optional "id" is echoed. Replies carry "op", "status" (the HTTP route's code for the same
-# outcome, master/routes.py) and "reply"; event log lines carry "event". A line is read with
+# outcome, master/links/routes.py) and "reply"; event log lines carry "event". A line is read with
 # the strict reader (organbus.jsonread), so a duplicate key inside the plan is a problem of the
 # plan, as it is over HTTP; a plan given as text goes to the Body as it is.
 import json
@@ -13,7 +13,7 @@ import asyncio
 from organbus import jsonread
 from organbus import plan as _plan
 
-from master.routes import STATUS
+from master.links.routes import STATUS
 
 _ENVELOPE = 64  # {"op": "plan", "id": ..., "plan": ...} around a plan
 MAX_LINE = _plan.MAX_PLAN_BYTES + _ENVELOPE  # the one plan limit, plus the request around it

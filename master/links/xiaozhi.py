@@ -3,7 +3,7 @@
 # Contract: the xiaozhi v1 device wire format (StackChan Protocol v1), described in docs/links.md.
 # `Device` takes the server's messages in and puts its own out (`outbox`, for the one writer)
 # against a facade (see `Facade`); nothing here opens a socket. The I/O edge (discovery over
-# HTTP, the WebSocket, watchdog, reconnects) is master/xiaozhi_link.py. The body never waits on
+# HTTP, the WebSocket, watchdog, reconnects) is master/links/xiaozhi_link.py. The body never waits on
 # this link: tool calls and speech run as their own tasks, and no message content raises.
 import json
 import random
@@ -16,8 +16,8 @@ from micropython import const
 from organbus import log
 from organbus.utf8 import clip_text
 from organbus.plan import one_step
-from master.bodyproto import express_action
-from master.mcp import INVALID_REQUEST, METHOD_NOT_FOUND, McpServer, tools as mcp_tools
+from master.links.bodyproto import express_action
+from master.links.mcp import INVALID_REQUEST, METHOD_NOT_FOUND, McpServer, tools as mcp_tools
 
 _MP = sys.implementation.name == "micropython"
 
@@ -149,7 +149,7 @@ class Facade:
 
     - `menu() -> dict`: the live section 8 menu;
     - `async execute(plan, on_accept=None, dups=()) -> (outcome, report | {"problems"})`: the
-      one plan path (master.body.Body.execute);
+      one plan path (master.bus.body.Body.execute);
     - `subscribe(fn)`: `fn(kind, data)` for body events, kind "online" / "offline"
       (data: module_id, module_type, port), "event" (module_id, name, status) and "menu"
       (the menu changed);

@@ -64,7 +64,7 @@ class Hub:
         self.limit = limit
         # Organ EVENTs, one per continuous step on the scheduler's hot path, are also kept
         # here without a call out: their count (`organ_events`, /status's tally) and, when one
-        # took them, the /status ring (`ring`, master/recent.py), which then keeps and counts
+        # took them, the /status ring (`ring`, master/bus/recent.py), which then keeps and counts
         # every "event" itself: the registry's reader hands its EVENTs to the ring (or counts
         # them here) inline, and `publish("event", ...)` does the same for other publishers.
         self._events = 0  # the organ EVENTs no ring counted

@@ -4,11 +4,11 @@
 # the described event) and the HTTP connection's own task, which writes it: a slow or stalled
 # client fills only its own queue, loses the oldest items and is told once how many (`lost`),
 # and never holds up the bus or another client. A stream does not hold one of the HTTP
-# server's request slots (master/httpd.py `write_to`); `max_subscribers` bounds the streams.
+# server's request slots (master/links/httpd.py `write_to`); `max_subscribers` bounds the streams.
 import asyncio
 import json
 
-from master.hub import EVENTS, Feed
+from master.bus.hub import EVENTS, Feed
 
 DEFAULTS = {
     "max_subscribers": 3,  # streams at once; one more is answered 503

@@ -4,7 +4,8 @@ import gc
 
 from organbus import log
 from organbus.ticks import ticks_diff, ticks_ms
-from master import httpd, ota
+from master.links import httpd
+from master.ota import service as ota
 
 MAX_BUNDLE = 1024 * 1024  # bytes of one upload (the free flash is checked too)
 RESET_AFTER_MS = 300  # the answer leaves before the board resets
@@ -92,7 +93,7 @@ async def _take(svc, rx, stream, clock):
 
 
 def routes(svc, clock=ticks_ms):
-    """{(method, path): handler} of the update for master.httpd.serve."""
+    """{(method, path): handler} of the update for master.links.httpd.serve."""
 
     async def post_ota(req):
         try:

@@ -213,7 +213,7 @@ class Registry:
     # name, status). A name the organ declared is found in its name table and is that str
     # (nothing made); another is made from the view (`_made`: the UTF-8 check is the
     # interpreter's own). The Slot only on the error paths. Then the hub's own part of an
-    # "event" publish (master/hub.py), inline: the ring keeps and counts it (the hub counts it
+    # "event" publish (master/bus/hub.py), inline: the ring keeps and counts it (the hub counts it
     # without one); whoever else hears "event" (an /events stream) is called as a publish
     # would. On MicroPython the reader is viper (one per continuous step on the scheduler's
     # hot path: no bytecode frame, and command.find_name_at's search inline, not a call): its

@@ -4,19 +4,19 @@
 # One plan path for every link: raw bytes (or a plan built in code by `plan.one_step`) ->
 # `plan.parse` (the strict reader, the one size limit `plan.MAX_PLAN_BYTES`) -> `plan.check`
 # against the live capabilities -> the scheduler. The Body says what happened as an outcome
-# kind (master/outcome.py); only the links choose a status code for it (master/routes.py).
+# kind (master/bus/outcome.py); only the links choose a status code for it (master/links/routes.py).
 from organbus import menu as _menu
 from organbus import plan as _plan
 from organbus.ticks import ticks_diff
 
-from master.hub import Hub
-from master.outcome import ACCEPTED, PROBLEMS, REPORT, TOO_LARGE, UNREADABLE  # noqa: F401
-from master.owners import Owners
-from master.port import Port
-from master.recent import Recent, stamper
-from master.registry import Registry
-from master.scheduler import Scheduler
-from master.status import Status
+from master.bus.hub import Hub
+from master.bus.outcome import ACCEPTED, PROBLEMS, REPORT, TOO_LARGE, UNREADABLE  # noqa: F401
+from master.bus.owners import Owners
+from master.bus.port import Port
+from master.bus.recent import Recent, stamper
+from master.bus.registry import Registry
+from master.bus.scheduler import Scheduler
+from master.bus.status import Status
 
 _FAR_MS = 60000
 SPEAK_FRESH_MS = 3000  # speak_ready wants a frame from the speaker this recently (heartbeat 1 s)
@@ -53,8 +53,8 @@ class Body:
         self.max_steps = max_steps
         self.mode = status.mode
         self.stamp = stamper(clock, status.t0)  # fn() -> ms since boot: every item's t_ms
-        self.recent = None  # the /status ring of plan reports and events (master/recent.py)
-        self.idle = None  # the local loop (master/idle.py), when the config names one
+        self.recent = None  # the /status ring of plan reports and events (master/bus/recent.py)
+        self.idle = None  # the local loop (master/bus/idle.py), when the config names one
         self.links = {}  # name -> a running link with status() (the xiaozhi link), in status()
 
     def port(self, index):

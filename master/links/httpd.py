@@ -176,7 +176,7 @@ class Fed:
     """A route whose body goes, piece by piece as it is read, to the feeder `start(req)` gives
     (`feed(piece)`: a bytes-like piece valid during the call only; `close()` once the request
     ended, however): a body as long as `max_body` then needs no block of its own, nor of its
-    pieces (the Body Protocol's long texts, master/bodyclamp.py). Its deadlines and the
+    pieces (the Body Protocol's long texts, master/links/bodyclamp.py). Its deadlines and the
     reclaim of slow clients are those of any body; the handler finds the feeder in `req.fed`."""
 
     def __init__(self, handler, start):
@@ -419,7 +419,7 @@ def encode_response(status, payload=None, headers=None):
 
 class Each:
     """A JSON array made afresh at each pass: fn(x) for x in items, one at a time (the menu's
-    entries, master/routes.py): json_pieces walks it like a list, twice with json_length, and
+    entries, master/links/routes.py): json_pieces walks it like a list, twice with json_length, and
     only one entry's objects exist at once."""
 
     def __init__(self, fn, items):
@@ -785,7 +785,7 @@ class HttpServer:
     async def _stream(self, writer, rec, status, stream, headers):
         # A streamed answer (GET /events, an MCP GET stream): the head without a length, then
         # `stream.write_to(writer)` until the client goes or the stream ends. It gives its
-        # request slot back first: the route bounds its streams itself (master/sse.py).
+        # request slot back first: the route bounds its streams itself (master/links/sse.py).
         try:
             self.counts[status] = self.counts.get(status, 0) + 1
             out = [status_line(status)]

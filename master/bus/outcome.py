@@ -1,6 +1,6 @@
 # What became of a plan handed to the Body: the outcome kinds every link maps to its own answer.
 #
-# The Body says what happened; master/routes.py STATUS alone turns a kind into an HTTP status.
+# The Body says what happened; master/links/routes.py STATUS alone turns a kind into an HTTP status.
 ACCEPTED = "accepted"  # submit: the plan is running; the object is its scheduler.Run
 REPORT = "report"  # execute: every step has its final status; the object is the report
 PROBLEMS = "problems"  # readable but not runnable: {"problems": [...], "notes": [...]}
