@@ -549,16 +549,33 @@ def _is_dir(path):
 
 
 def rmtree(path):
-    """Remove a folder and all it holds (no shutil on a board)."""
+    """Remove a folder and all it holds (no shutil on a board), a few names at a time: a
+    listing of a whole folder (the stage's 36 pads: a list of 512 B) is a block a heap that
+    has run a while may not have, and a refused upload's stage then stayed."""
     if not _is_dir(path):
         try:
             os.remove(path)
         except OSError:
             pass
         return
-    for name in os.listdir(path):
-        rmtree(path + "/" + name)
+    while True:
+        names = _names(path, 8)
+        if not names:
+            break
+        for name in names:
+            rmtree(path + "/" + name)
     os.rmdir(path)
+
+
+def _names(path, most):
+    # up to `most` names in folder `path`, its listing read to the end (the folder closed)
+    if not hasattr(os, "ilistdir"):  # CPython
+        return os.listdir(path)[:most]
+    out = []
+    for e in os.ilistdir(path):
+        if len(out) < most:
+            out.append(e[0])
+    return out
 
 
 def makedirs(path):
