@@ -886,6 +886,7 @@ class Receiver:
         if self.index < self.files:
             # the file's entry, read again from where the last one ended: nothing of the
             # manifest is held while the file's bytes come but that offset
+            self.path = None
             cur = Entries(self.writer.manifest(), self.at)
             try:
                 if not cur.next():
@@ -918,6 +919,8 @@ class Receiver:
         """Where the bundle's bytes stopped: in its head, its manifest, or inside a file."""
         if self.files is None:
             return "in its manifest" if self.scratch is not None else "in its head"
+        if self.path is None:
+            return "reading the entry of file %d of %d" % (self.index + 1, self.files)
         if self.index < self.files:
             return "inside " + self.path
         return "after its last file"

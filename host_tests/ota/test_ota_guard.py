@@ -329,3 +329,28 @@ def test_the_manifests_refusals_keep_their_order_when_read_entry_by_entry():
         r, _ = upload(s, data, 200)
         assert r["status"] == 400 and words in r["reason"], (raw[:60], r)
         ota.rmtree(d)
+
+
+def test_a_flash_error_reading_a_files_entry_says_where():
+    data = bundle(FILES, "entry")
+    m = (data[6] << 8) | data[7]
+    d = tmp()
+    s = _svc(d)[0]
+    before = tree(d)
+    rx = s.receiver(len(data))
+    rx.feed(data[: 40 + m + len(FILES[0][1])])  # the manifest and file 1; file 2 is open
+
+    def broken():
+        raise OSError(5)
+
+    rx.writer.manifest = broken  # the flash fails as file 3's entry is read again
+    try:
+        rx.feed(data[40 + m + len(FILES[0][1]) :])
+        raise AssertionError("the flash's error was lost")
+    except OSError:
+        pass
+    assert rx.where() == "reading the entry of file 3 of %d" % len(FILES), rx.where()
+    r = s.ended(rx, ota.OtaError(500, "flash: " + rx.where()))
+    assert r["status"] == 500 and not s.busy
+    assert not ota._is_dir(d + "/new") and tree(d) == before, tree(d)
+    ota.rmtree(d)
