@@ -9,8 +9,8 @@
    highest report while one 256 KB upload streams in alone against the highest over 2 s of
    idle just before (both organs registered, the menu read, N plans run), and the lowest
    gc.mem_free() seen.
-   Each upload is a signed bundle of 8 files (the role's 5 entry modules, empty, and three
-   85 KB pads: 256 KB) whose last byte is flipped: the master
+   Each upload is a signed bundle of 41 files, as many as the master role has (its 5 entry
+   modules, empty, and 36 pads of 7,282 B: 256 KB) whose last byte is flipped: the master
    checks, writes and hashes all of it and refuses it at the last file's hash (422), so the
    running code stays and no reset interrupts the figures.
 2. COMMAND delay: one-step plans (led_on / led_off in turn), one at a time over HTTP; a plan's
@@ -43,8 +43,8 @@ from vbody.body import VirtualBody  # noqa: E402
 
 KEY = "5a" * 32
 TOKEN = "bench-ota-token"
-UPLOAD_FILES = 3  # beside the role's 5 entry modules (empty): 8 files, as before issue 24
-FILE_BYTES = 87382
+UPLOAD_FILES = 36  # beside the role's 5 entry modules (empty): 41 files, as many as the role's
+FILE_BYTES = 7282
 IDLE_S = 2.0
 
 

@@ -3,7 +3,7 @@ import gc
 import sys
 
 from master.ota import service as ota
-from ota_rig import FILES, boot_module, booted, bundle, svc as _svc, tmp, tree, upload
+from ota_rig import FILES, KEY, boot_module, booted, bundle, svc as _svc, tmp, tree, upload
 
 UNIX_PORT = True
 RV32 = False  # the RV32 image under QEMU has no writable file system
@@ -250,3 +250,107 @@ def test_a_file_and_a_folder_of_one_name_are_refused():
         assert r["status"] == 400 and "is a file and the folder of" in r["reason"], (pair, r)
         assert tree(d) == before and not s.busy
         ota.rmtree(d)
+
+
+def _many(n):
+    # the role's entry modules and n more small modules: a manifest of the whole role's size
+    return FILES + [("m/f%02d.mpy" % i, b"m%d" % i) for i in range(n)]
+
+
+def test_the_heap_does_not_grow_with_the_number_of_files():
+    # the manifest is read back from the flash entry by entry, at its check and as each file
+    # comes: a bundle of 52 files keeps a few bytes a file more than one of 8 (the list of
+    # entries, or its paths and digests, was 1.9 KB for 8 and 9 KB for 40: 503 at 64 KB)
+    peaks = []
+    for n in (1, 45):
+        data = bundle(_many(n), "many")
+        m = (data[6] << 8) | data[7]
+        assert 4700 < m <= ota.MAX_MANIFEST if n > 1 else m < 1000, m
+        d = tmp()
+        s = _svc(d)[0]
+        rx = s.receiver(len(data))
+
+        def feed():
+            for i in range(0, len(data), 256):
+                rx.feed(memoryview(data)[i : i + 256])
+                yield i
+
+        peaks.append(_peak_while(feed))
+        rx.finish()
+        assert s.ended(rx)["ok"], s.document()
+        got = tree(d + "/a")
+        assert all(got[p] == b for p, b in _many(n)) and len(got) == len(_many(n)), sorted(got)
+        ota.rmtree(d)
+    print("peak heap while a bundle comes: 8 files %d B, 52 files %d B" % tuple(peaks))
+    assert peaks[1] - peaks[0] <= 44 * 16, "44 files more took %d bytes more" % (
+        peaks[1] - peaks[0]
+    )
+
+
+def test_paths_of_one_hash_are_compared_exactly():
+    # two paths of one 24-bit hash (the check keeps only the paths' hashes; a match is read
+    # again from the flash): found by a search over "m/c%d.py"
+    a, b = "m/c161499.py", "m/c200154.py"
+    assert a != b and ota.path_hash(a) == ota.path_hash(b)
+    for extra in ([(a, b"1"), (b, b"2")], [(a, b"1"), (b + "/z.py", b"2")]):
+        d = tmp()
+        s = _svc(d)[0]
+        r, _ = upload(s, bundle(FILES + extra, "hash"), 300)
+        assert r["ok"], (extra, r)
+        assert [tree(d + "/a")[p] for p, _ in extra] == [v for _, v in extra]
+        ota.rmtree(d)
+    for extra, words in (
+        ([(a, b"1"), (a, b"2")], "%r is listed twice" % a),
+        ([(a + "/z.py", b"1"), (a, b"2")], "%r is a file and the folder of" % a),
+    ):
+        d = tmp()
+        s = _svc(d)[0]
+        r, _ = upload(s, bundle(FILES + extra, "hash"), 300)
+        assert r["status"] == 400 and words in r["reason"], (extra, r)
+        ota.rmtree(d)
+
+
+def test_the_manifests_refusals_keep_their_order_when_read_entry_by_entry():
+    for raw, words in (
+        # the JSON first, though an entry before the error is wrong
+        (b'{"version": "1", "seq": 1, "files": [{"path": "/x"}, {"path": ', "not JSON"),
+        # the head (after the files here) before its entries
+        (b'{"files": [{"path": "/x"}], "version": 5, "seq": 1}', "version must be a string"),
+        (b'{"files": [{"path": "/x"}], "version": "1"}', "seq (the update's sequence number)"),
+        (b'{"version": "1", "seq": 1, "files": [' + b",".join([b"{}"] * 97) + b"]}", "1 to 96"),
+        (b'{"version": "1", "seq": 1, "files": {"path": "x"}}', "files must be a list"),
+        (b'{"version": "1", "seq": 1, "files": [5]}', "each file must be an object"),
+        (b'{"version": "1", "seq": 1, "files": [{"path": "x", "size": -1}]}', "size must be"),
+        (b'{"version": "1", "seq": 1, "files": [{"path": "x", "path": "y"}]}', "duplicate key"),
+    ):
+        d = tmp()
+        s = _svc(d)[0]
+        data = ota.bundle_head(KEY, raw) + raw
+        r, _ = upload(s, data, 200)
+        assert r["status"] == 400 and words in r["reason"], (raw[:60], r)
+        ota.rmtree(d)
+
+
+def test_a_flash_error_reading_a_files_entry_says_where():
+    data = bundle(FILES, "entry")
+    m = (data[6] << 8) | data[7]
+    d = tmp()
+    s = _svc(d)[0]
+    before = tree(d)
+    rx = s.receiver(len(data))
+    rx.feed(data[: 40 + m + len(FILES[0][1])])  # the manifest and file 1; file 2 is open
+
+    def broken():
+        raise OSError(5)
+
+    rx.writer.manifest = broken  # the flash fails as file 3's entry is read again
+    try:
+        rx.feed(data[40 + m + len(FILES[0][1]) :])
+        raise AssertionError("the flash's error was lost")
+    except OSError:
+        pass
+    assert rx.where() == "reading the entry of file 3 of %d" % len(FILES), rx.where()
+    r = s.ended(rx, ota.OtaError(500, "flash: " + rx.where()))
+    assert r["status"] == 500 and not s.busy
+    assert not ota._is_dir(d + "/new") and tree(d) == before, tree(d)
+    ota.rmtree(d)

@@ -100,3 +100,28 @@ def test_a_manifest_is_never_held_whole():
         for k in r.__dict__
         if isinstance(getattr(r, k), (bytes, bytearray)) and len(getattr(r, k)) > 128
     ]
+
+
+def test_entries_are_handed_out_one_at_a_time_from_any_split():
+    raw = _manifest(5)
+    want = json.loads(raw)
+    for step in (1, 3, 64, len(raw)):
+        r = ota.ManifestReader(True)
+        got = []
+        for i in range(0, len(raw), step):
+            piece = memoryview(raw)[i : i + step]
+            k = 0
+            while k < len(piece):
+                k += r.feed(piece[k:])
+                if r.ready:  # it stopped after the byte that ended the entry
+                    assert raw[r.at - 1 : r.at] == b"}", (step, r.at)
+                    got.append(r.entry)
+                    r.ready = False
+                    r.entry = None
+        doc, dups = r.finish()
+        assert got == want["files"] and doc["files"] == [] and not dups, (step, got)
+        assert doc["version"] == want["version"] and doc["seq"] == 7
+    # only the top object's files: a files list deeper down is kept whole
+    r = ota.ManifestReader(True)
+    r.feed(b'{"x": {"files": [{"a": 1}]}, "files": [[1], 2]}')
+    assert r.ready and r.entry == [1]

@@ -5,12 +5,14 @@
 #   manifest  JSON {"version": str, "seq": int, "files": [{"path": str, "size": int, "sha256": hex}]}
 #   files     each file's bytes, back to back
 # The manifest's bytes go to a scratch file as they arrive, signed on the way; nothing of them is
-# parsed until the signature matched (then they are read back in pieces). A bundle whose `seq`
-# is not above the highest this master accepted (ota.seq) is refused: a replayed or older bundle
-# never runs. Each file goes to the stage folder as it arrives, hashed on the way; a wrong size
-# or hash aborts with the reason and removes the stage. The running slot, the rollback target,
-# the root and the state file are never touched by an upload until it is complete and verified:
-# only then does the stage become the inactive slot and the state a trial.
+# parsed until the signature matched. Then they are read back entry by entry (`Entries`): once to
+# check the whole manifest (a 24-bit hash of each path kept, for the duplicates), then each file's
+# entry again as its bytes come: the heap holds one entry, never the list. A bundle whose `seq` is
+# not above the highest this master accepted (ota.seq) is refused: a replayed or older bundle never
+# runs. Each file goes to the stage folder as it arrives, hashed on the way; a wrong size or hash
+# aborts with the reason and removes the stage. The running slot, the rollback target, the root and
+# the state file are never touched by an upload until it is complete and verified: only then does
+# the stage become the inactive slot and the state a trial.
 #
 # The flash (a board's "/", a host's board folder) holds: boot.py, main.py, board.json (the
 # root, installed over USB, never updated here), ota.json (the state), ota.seq (the highest
@@ -152,6 +154,29 @@ def parse_manifest(raw):
 def manifest_of(doc, dups=()):
     """(version, seq, [(path, size, digest bytes)]) of a manifest read as JSON (`dups`: its
     duplicate keys, (path, key)); raises OtaError(400)."""
+    version, seq = manifest_head(doc, dups)
+    out = []
+    seen = set()
+    for f in doc["files"]:
+        p = file_path(f)
+        if p in seen:
+            raise OtaError(400, "manifest: %r is listed twice" % p)
+        seen.add(p)
+        size, d = file_rest(f, p)
+        out.append((p, size, d))
+    for p in seen:  # a path that is also another one's folder ("q" and "q/y.py")
+        i = p.find("/")
+        while i > 0:
+            if p[:i] in seen:
+                raise OtaError(400, folder_clash(p[:i], p))
+            i = p.find("/", i + 1)
+    return version, seq, out
+
+
+def manifest_head(doc, dups, count=None):
+    """(version, seq) of a manifest read as JSON, its files list checked to hold 1 to MAX_FILES
+    (`count` of them when they were read one at a time: ManifestReader(True)); raises
+    OtaError(400)."""
     if dups:
         raise OtaError(400, "manifest: duplicate key %r" % (dups[0][1],))
     if not isinstance(doc, dict):
@@ -169,75 +194,59 @@ def manifest_of(doc, dups=()):
             % MAX_SEQ,
         )
     files = doc.get("files")
-    if not isinstance(files, list) or not 0 < len(files) <= MAX_FILES:
+    if count is None and isinstance(files, list):
+        count = len(files)
+    if not isinstance(files, list) or not 0 < count <= MAX_FILES:
         raise OtaError(400, "manifest: files must be a list of 1 to %d files" % MAX_FILES)
-    out = []
-    seen = set()
-    for f in files:
-        if not isinstance(f, dict):
-            raise OtaError(400, "manifest: each file must be an object {path, size, sha256}")
-        p, size, digest = f.get("path"), f.get("size"), f.get("sha256")
-        check_path(p)
-        if p in seen:
-            raise OtaError(400, "manifest: %r is listed twice" % p)
-        seen.add(p)
-        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
-            raise OtaError(400, "manifest: %s: size must be a whole number of bytes" % p)
-        if not isinstance(digest, str) or len(digest) != 64:
-            raise OtaError(400, "manifest: %s: sha256 must be 64 hex digits" % p)
-        try:
-            d = binascii.unhexlify(digest)
-        except Exception:
-            raise OtaError(400, "manifest: %s: sha256 must be 64 hex digits" % p)
-        out.append((p, size, d))
-    for p in seen:  # a path that is also another one's folder ("q" and "q/y.py")
-        i = p.find("/")
-        while i > 0:
-            if p[:i] in seen:
-                raise OtaError(400, "manifest: %r is a file and the folder of %r" % (p[:i], p))
-            i = p.find("/", i + 1)
-    return version, seq, out
+    return version, seq
 
 
-def missing_entry(files):
-    """The role's entry modules (ENTRY) that [(path, ...)] lacks, as .mpy or .py."""
-    have = set(f[0] for f in files)
-    return [m for m in ENTRY if m + ".mpy" not in have and m + ".py" not in have]
+def file_path(f):
+    """The path of one entry of the manifest's files; raises OtaError(400)."""
+    if not isinstance(f, dict):
+        raise OtaError(400, "manifest: each file must be an object {path, size, sha256}")
+    p = f.get("path")
+    check_path(p)
+    return p
 
 
-class Files:
-    """The manifest's files kept for the upload's time in three flat pieces: the paths in one
-    string, the sizes in one array, the digests in one bytearray (a list of (path, size,
-    digest) tuples is 240 bytes a file on the 64-bit unix port, 9 KB for the whole role's
-    40, beside plans in a 64 KB heap: docs/master.md). `files[i]` is that tuple, made when
-    asked."""
+def file_rest(f, p):
+    """(size, digest bytes) of the entry of path `p`; raises OtaError(400)."""
+    size, digest = f.get("size"), f.get("sha256")
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        raise OtaError(400, "manifest: %s: size must be a whole number of bytes" % p)
+    if not isinstance(digest, str) or len(digest) != 64:
+        raise OtaError(400, "manifest: %s: sha256 must be 64 hex digits" % p)
+    try:
+        return size, binascii.unhexlify(digest)
+    except Exception:
+        raise OtaError(400, "manifest: %s: sha256 must be 64 hex digits" % p)
 
-    def __init__(self, files):
-        n = len(files)
-        self.paths = "\n".join(f[0] for f in files)  # a path holds no newline (_PATH_CHARS)
-        self.ends = array("L", [0] * n)
-        self.sizes = array("L", [0] * n)
-        self.digests = bytearray(32 * n)
-        end = 0
-        for i in range(n):
-            p, size, d = files[i]
-            end += len(p)
-            self.ends[i] = end
-            end += 1
-            self.sizes[i] = size
-            self.digests[32 * i : 32 * i + 32] = d
 
-    def __len__(self):
-        return len(self.sizes)
+def folder_clash(q, p):
+    return "manifest: %r is a file and the folder of %r" % (q, p)
 
-    def path(self, i):
-        a = self.ends[i - 1] + 1 if i else 0
-        return self.paths[a : self.ends[i]]
 
-    def __getitem__(self, i):
-        if not 0 <= i < len(self.sizes):
-            raise IndexError(i)
-        return self.path(i), self.sizes[i], bytes(self.digests[32 * i : 32 * i + 32])
+def entry_bit(p):
+    """The bit of the entry module (ENTRY) that path `p` is, as .mpy or .py; 0 for any other."""
+    for k in range(len(ENTRY)):
+        m = ENTRY[k]
+        if p.startswith(m) and p[len(m) :] in (".mpy", ".py"):
+            return 1 << k
+    return 0
+
+
+def missing_of(have):
+    """The role's entry modules (ENTRY) whose bits `have` lacks."""
+    return [ENTRY[k] for k in range(len(ENTRY)) if not (have >> k) & 1]
+
+
+def path_hash(p, end=None):
+    """A 24-bit hash of p[:end] (a small int on every port: a match is then compared exactly)."""
+    h = 5381
+    for k in range(len(p) if end is None else end):
+        h = ((h * 33) ^ ord(p[k])) & 0xFFFFFF
+    return h
 
 
 _MAX_TOKEN = const(128)  # bytes of one string or number in a manifest (a path is 96 at most)
@@ -266,9 +275,15 @@ class ManifestReader:
     of at most 128 bytes (a small heap has no large free block once it has run a while). The
     first error is kept (`error`) and ends the reading; the caller says it after the
     signature's check, which comes first. Strings, numbers, true/false/null, objects
-    (duplicate keys listed, the last kept) and arrays, nested 8 deep at most, as RFC 8259."""
+    (duplicate keys listed, the last kept) and arrays, nested 8 deep at most, as RFC 8259.
+    `entries`: each element of the top object's "files" list is not kept but handed out, one
+    at a time: `feed` returns after the byte that ended it (the bytes it took), with `ready`
+    set and the element in `entry`; the caller takes it, clears `ready` and feeds the rest."""
 
-    def __init__(self):
+    def __init__(self, entries=False):
+        self.entries = entries
+        self.ready = False
+        self.entry = None
         self.tok = bytearray(_MAX_TOKEN)
         self.n = 0
         self.mode = _OUT
@@ -287,9 +302,11 @@ class ManifestReader:
             self.error = "%s at byte %d" % (why, self.at)
 
     def feed(self, data):
+        k = 0
         for c in data:
+            k += 1
             if self.error is not None:
-                return
+                return k
             if self.mode == _ATOM:
                 if c in _ATOM_BYTES:
                     self._put(c)
@@ -297,7 +314,7 @@ class ManifestReader:
                     continue
                 self._atom()
                 if self.error is not None:
-                    return
+                    return k
             if self.mode == _OUT:
                 self._structure(c)
             elif self.mode == _STR:
@@ -333,6 +350,9 @@ class ManifestReader:
                                 self._put(b)
                         self.mode = _STR
             self.at += 1
+            if self.ready:
+                return k
+        return k
 
     def finish(self):
         """(doc, dups) once every byte came; raises ValueError with the first error."""
@@ -438,6 +458,14 @@ class ManifestReader:
         top = self.stack[-1]
         if isinstance(top[0], dict):
             top[0][top[1]] = v
+        elif (
+            self.entries
+            and len(self.stack) == 2
+            and self.stack[0][1] == "files"
+            and isinstance(self.stack[0][0], dict)
+        ):
+            self.entry = v  # one of the files, handed out, never kept
+            self.ready = True
         else:
             top[0].append(v)
         self.expect = _NEXT
@@ -464,6 +492,54 @@ def _is_int(t):
     return True
 
 
+class Entries:
+    """The manifest's file entries read back from its scratch file `f` one at a time (`next()`:
+    True with the entry in `entry`, False at the end; then `finish()` -> (doc, dups) of the
+    rest, its files list empty). From the start, or from `at`, the byte after an entry
+    (`offset()` gives it). A 64-byte buffer and one entry's values at a time: the heap does not
+    grow with the number of files (docs/master.md)."""
+
+    def __init__(self, f, at=None):
+        self.f = f
+        self.buf = bytearray(64)
+        self.n = self.i = 0
+        self.reader = r = ManifestReader(True)
+        self.entry = None
+        if at is not None:  # inside the top object's files list, after one of them
+            f.seek(at)
+            r.stack = [[{}, "files"], [[], None]]
+            r.expect = _NEXT
+            r.at = at
+
+    def next(self):
+        r = self.reader
+        while not r.ready:
+            if r.error is not None:
+                return False
+            if self.i == self.n:
+                self.n = self.f.readinto(self.buf) or 0
+                self.i = 0
+                if not self.n:
+                    return False
+            self.i += r.feed(memoryview(self.buf)[self.i : self.n])
+        r.ready = False
+        self.entry = r.entry
+        r.entry = None
+        return True
+
+    def offset(self):
+        return self.reader.at
+
+    def finish(self):
+        while self.next():
+            pass
+        self.close()
+        return self.reader.finish()
+
+    def close(self):
+        self.f.close()
+
+
 # -- the flash --------------------------------------------------------------------------------
 
 
@@ -479,16 +555,33 @@ def _is_dir(path):
 
 
 def rmtree(path):
-    """Remove a folder and all it holds (no shutil on a board)."""
+    """Remove a folder and all it holds (no shutil on a board), a few names at a time: a
+    listing of a whole folder (the stage's 36 pads: a list of 512 B) is a block a heap that
+    has run a while may not have, and a refused upload's stage then stayed."""
     if not _is_dir(path):
         try:
             os.remove(path)
         except OSError:
             pass
         return
-    for name in os.listdir(path):
-        rmtree(path + "/" + name)
+    while True:
+        names = _names(path, 8)
+        if not names:
+            break
+        for name in names:
+            rmtree(path + "/" + name)
     os.rmdir(path)
+
+
+def _names(path, most):
+    # up to `most` names in folder `path`, its listing read to the end (the folder closed)
+    if not hasattr(os, "ilistdir"):  # CPython
+        return os.listdir(path)[:most]
+    out = []
+    for e in os.ilistdir(path):
+        if len(out) < most:
+            out.append(e[0])
+    return out
 
 
 def makedirs(path):
@@ -603,6 +696,7 @@ class SlotWriter:
         return open(_join(self.stage, path), "wb")
 
     def install(self):
+        self.drop_scratch()
         rmtree(self.dir)
         os.rename(self.stage, self.dir)
 
@@ -631,8 +725,12 @@ class Receiver:
         self.total = 0  # bytes fed
         self.version = None
         self.seq = None
-        self.files = None
-        self.index = 0  # the file being written
+        self.files = None  # the number of files, once the manifest is checked
+        self.at = None  # the manifest's byte after the entry of the file being written
+        self.index = 0  # the file being written: its path, size and digest
+        self.path = None
+        self.size = 0
+        self.digest = None
         self.file = None
         self.hash = None
         self.done = False
@@ -659,16 +757,15 @@ class Receiver:
                 i += take
                 if self.got == self.manifest_len:
                     self._check_manifest()
-            elif self.index < len(self.files):
-                path, size, digest = self.files[self.index]
-                take = min(size - self.got, n - i)
+            elif self.index < self.files:
+                take = min(self.size - self.got, n - i)
                 if take:
                     part = mv[i : i + take]
                     self.file.write(part)
                     self.hash.update(part)
                     self.got += take
                     i += take
-                if self.got == size:
+                if self.got == self.size:
                     self._end_file()
             else:
                 raise OtaError(400, "bundle: %d bytes after the last file" % (n - i))
@@ -694,39 +791,25 @@ class Receiver:
         if not same(hmac_end(*self.mac), self.head[8:]):
             raise OtaError(403, "bundle: the manifest's signature does not match the update key")
         self.mac = None
-        reader = ManifestReader()
-        buf = bytearray(128)
-        with self.writer.manifest() as f:
-            while True:
-                n = f.readinto(buf)
-                if not n:
-                    break
-                reader.feed(memoryview(buf)[:n])
-        buf = None
-        self.writer.drop_scratch()
-        try:
-            doc, dups = reader.finish()
-        except ValueError as e:
-            raise OtaError(400, "manifest: not JSON: %s" % e)
-        reader = None
-        version, seq, files = manifest_of(doc, dups)
-        doc = None
-        missing = missing_entry(files)
+        # read back from the flash entry by entry, twice (the check, then each file's entry as
+        # its bytes come): never the list of files, only a 24-bit hash of each path
+        count, size, have, hashes = self._check_entries()
+        self._check_folders(hashes)
+        hashes = None
+        missing = missing_of(have)
         if missing:
             raise OtaError(
                 400,
                 "bundle: the master role's entry modules are missing (each as .mpy or .py): "
                 + ", ".join(missing),
             )
-        if seq <= self.floor:
+        if self.seq <= self.floor:
             raise OtaError(
                 409,
                 "bundle: sequence number %d is not newer than %d, the highest this master "
-                "accepted (a replayed or older bundle)" % (seq, self.floor),
+                "accepted (a replayed or older bundle)" % (self.seq, self.floor),
             )
-        size = HEAD + self.manifest_len
-        for f in files:
-            size += f[1]
+        size += HEAD + self.manifest_len
         if self.length is not None and size != self.length:
             raise OtaError(
                 400, "bundle: the manifest makes %d bytes, the upload has %d" % (size, self.length)
@@ -735,30 +818,105 @@ class Receiver:
             raise OtaError(
                 413, "bundle: %d bytes do not fit the %d free on flash" % (size, self.free)
             )
-        self.version = version
-        self.seq = seq
-        self.files = Files(files)
-        files = None
+        self.files = count
         gc.collect()
         self.got = 0
         self.writer.begin()
         self._open()
 
+    def _check_entries(self):
+        # manifest_of's refusals but the folders', in its order: (count, the files' bytes, the
+        # entry modules' bits, the paths' hashes)
+        cur = Entries(self.writer.manifest())
+        bad = None  # the first entry's refusal: said after the JSON's and the head's
+        count = size = have = 0
+        hashes = array("I")
+        try:
+            while cur.next():
+                f = cur.entry
+                cur.entry = None
+                count += 1
+                if bad is not None or count > MAX_FILES:
+                    continue
+                try:
+                    p = file_path(f)
+                    h = path_hash(p)
+                    for j in range(len(hashes)):
+                        if hashes[j] == h and self._path_at(j) == p:
+                            raise OtaError(400, "manifest: %r is listed twice" % p)
+                    n, _ = file_rest(f, p)
+                except OtaError as e:
+                    bad = e
+                    continue
+                hashes.append(h)
+                size += n
+                have |= entry_bit(p)
+            doc, dups = cur.finish()
+        except ValueError as e:
+            raise OtaError(400, "manifest: not JSON: %s" % e)
+        finally:
+            cur.close()
+        self.version, self.seq = manifest_head(doc, dups, count)
+        if bad is not None:
+            raise bad
+        return count, size, have, hashes
+
+    def _check_folders(self, hashes):
+        # a path that is also another one's folder ("q" and "q/y.py"), in either order
+        cur = Entries(self.writer.manifest())
+        try:
+            while cur.next():
+                p = cur.entry["path"]
+                cur.entry = None
+                i = p.find("/")
+                while i > 0:
+                    h = path_hash(p, i)
+                    for j in range(len(hashes)):
+                        if hashes[j] == h and self._path_at(j) == p[:i]:
+                            raise OtaError(400, folder_clash(p[:i], p))
+                    i = p.find("/", i + 1)
+        finally:
+            cur.close()
+
+    def _path_at(self, j):
+        # the path of file j, read again from the flash (a hash matched: compared exactly)
+        cur = Entries(self.writer.manifest())
+        try:
+            for _ in range(j + 1):
+                cur.next()
+            return cur.entry.get("path")
+        finally:
+            cur.close()
+
     def _open(self):
-        if self.index < len(self.files):
-            self.file = self.writer.open(self.files[self.index][0])
+        if self.index < self.files:
+            # the file's entry, read again from where the last one ended: nothing of the
+            # manifest is held while the file's bytes come but that offset
+            self.path = None
+            cur = Entries(self.writer.manifest(), self.at)
+            try:
+                if not cur.next():
+                    raise OtaError(500, "bundle: the manifest on the flash ends before its files")
+                self.at = cur.offset()
+                f = cur.entry
+            finally:
+                cur.close()
+            cur = None
+            self.path = f["path"]
+            self.size, self.digest = file_rest(f, self.path)
+            f = None
+            self.file = self.writer.open(self.path)
             self.hash = hashlib.sha256()
-            if self.files[self.index][1] == 0:
+            if self.size == 0:
                 self._end_file()
         else:
             self.done = True
 
     def _end_file(self):
-        path, size, digest = self.files[self.index]
         self.file.close()
         self.file = None
-        if not same(self.hash.digest(), digest):
-            raise OtaError(422, "bundle: %s: SHA-256 does not match the manifest" % path)
+        if not same(self.hash.digest(), self.digest):
+            raise OtaError(422, "bundle: %s: SHA-256 does not match the manifest" % self.path)
         self.index += 1
         self.got = 0
         self._open()
@@ -767,12 +925,14 @@ class Receiver:
         """Where the bundle's bytes stopped: in its head, its manifest, or inside a file."""
         if self.files is None:
             return "in its manifest" if self.scratch is not None else "in its head"
-        if self.index < len(self.files):
-            return "inside " + self.files[self.index][0]
+        if self.path is None:
+            return "reading the entry of file %d of %d" % (self.index + 1, self.files)
+        if self.index < self.files:
+            return "inside " + self.path
         return "after its last file"
 
     def close(self):
-        """Close a file left open by a refusal or a cut upload."""
+        """Close the files left open by a refusal or a cut upload."""
         for f in (self.file, self.scratch):
             if f is not None:
                 f.close()
@@ -868,8 +1028,8 @@ class Service:
         """After an upload: a refusal removes what it wrote and is recorded; a verified bundle
         becomes the inactive slot, on trial (the caller resets the board). Returns the result."""
         self.busy = False
+        rx.close()
         if error is not None:
-            rx.close()
             rx.writer.abort()
             self.refuse(error.status, error.reason)
             return self.last
