@@ -139,14 +139,14 @@ def start_loops(b, config=None):
         from master.links import nudge
 
         try:
-            n = nudge.Nudger(b.hub, b.clock, config)
+            n = nudge.Nudger(b, b.clock, config)
         except ValueError as e:
             log.emit("error", [("where", "nudge_url"), ("error", str(e))])
         else:
             nudges = n
             asyncio.create_task(n.run())
             out["nudges"] = n
-    b.report.attach("nudges", nudges.stats if nudges else _nudges_off)
+    b.add_status_section("nudges", nudges.stats if nudges else _nudges_off)
     if config.get("idle") is not None:
         from master.bus import idle
 
@@ -158,7 +158,7 @@ def start_loops(b, config=None):
             log.emit("idle_refused", [("problems", [str(e)])])
         else:
             b.idle = i
-            b.report.attach("idle", i.stats)
+            b.add_status_section("idle", i.stats)
             out["idle"] = i
     return out
 
@@ -173,8 +173,8 @@ def http_routes(b, config=None, ota_service=None):
 
     config = config or {}
     table = routes.routes(b)
-    events = sse.Events(b.hub, b.stamp, config.get("events"))
-    b.report.attach("events", events.stats)
+    events = sse.Events(b, b.stamp, config.get("events"))
+    b.add_status_section("events", events.stats)
     table.update(events.routes())
     table.update(mcp.routes(b))
     table.update(bodyproto.routes(b))
@@ -205,5 +205,5 @@ def start_xiaozhi(b, config, ident, set_clock=None, reset=None):
         log.emit("xiaozhi", [("what", "refused"), ("reason", repr(e))])
         return None
     if link is not None:
-        b.links["xiaozhi"] = link
+        b.add_status_section("xiaozhi", link.status)
     return link

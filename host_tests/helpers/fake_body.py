@@ -87,6 +87,7 @@ class FakeBody:
         self.playing = 0  # continuous steps accepted and still running
         self.groups = {}  # resource group -> the FakeStep of submit's run holding it
         self.waiting = []  # (FakeRun, FakeStep) of submit's runs waiting for their group
+        self.sections = []  # (name, fn) of the links' /status sections (Body.add_status_section)
 
     def clock(self):
         import time
@@ -108,7 +109,13 @@ class FakeBody:
         return {"protocol": 3, "max_steps": 16, "capabilities": caps, "plan_schema": schema}
 
     def status(self, text=False):
-        return {"organs": [{"module_id": m, "online": True} for m in self.online]}
+        doc = {"organs": [{"module_id": m, "online": True} for m in self.online]}
+        for name, fn in self.sections:
+            doc[name] = fn()
+        return doc
+
+    def add_status_section(self, name, fn, text=None):
+        self.sections.append((name, fn))
 
     def speak_ready(self):
         return "SPK_001" in self.online

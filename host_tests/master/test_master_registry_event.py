@@ -63,7 +63,7 @@ def test_the_ring_keeps_the_readers_events_from_their_tick_and_others_from_the_c
     b, txs, now = _rig()
     assert b.hub.ring is b.recent, "the body's ring does not take the hub's EVENTs"
     assert b.hub.wants["event"] == 0, "the count and the ring are still subscribers"
-    t0 = b.report.t0
+    t0 = b.sheet.t0
     kind, run = b.submit(_blinks(1))
     now[0] += 40
     b.port(0).feed(frame.RESP_OK_FRAME, now[0])

@@ -47,7 +47,7 @@ class Body:
         self.registry = registry
         self.owners = owners
         self.scheduler = scheduler
-        self.report = status
+        self.sheet = status  # the /status document's builder (master/bus/status.py)
         self.hub = hub
         self.clock = clock
         self.max_steps = max_steps
@@ -55,7 +55,6 @@ class Body:
         self.stamp = stamper(clock, status.t0)  # fn() -> ms since boot: every item's t_ms
         self.recent = None  # the /status ring of plan reports and events (master/bus/recent.py)
         self.idle = None  # the local loop (master/bus/idle.py), when the config names one
-        self.links = {}  # name -> a running link with status() (the xiaozhi link), in status()
 
     def port(self, index):
         for p in self.ports:
@@ -96,11 +95,11 @@ class Body:
 
     @property
     def refused(self):
-        return self.report.rejected
+        return self.sheet.rejected
 
     @property
     def accepted(self):
-        return self.report.accepted()
+        return self.sheet.accepted()
 
     def menu(self):
         """The section 8 menu with plan_schema, built afresh from the live abilities at each
@@ -168,8 +167,36 @@ class Body:
     def status(self, text=False):
         """The /status document; `text`: the ring's entries as their JSON text (bytes), for
         HTTP's answer written piece by piece (Status.document)."""
-        doc = self.report.document(self.clock(), text)
+        doc = self.sheet.document(self.clock(), text)
         doc["speak_ready"] = self.speak_ready()
-        for name in self.links:
-            doc[name] = self.links[name].status()
         return doc
+
+    # -- what a link may ask of the bus besides plans: every link reaches it only through these
+
+    def add_status_section(self, name, fn, text=None):
+        """A link's own section `name` in the /status document: `fn()` when it is built
+        (`text()`: the same with JSON text in place of its objects, Status.attach)."""
+        self.sheet.attach(name, fn, text)
+
+    def subscribe(self, fn, events=None):
+        """`fn(event, port, data)` hears the hub's `events` (None: every one; master/bus/hub.py)."""
+        return self.hub.subscribe(fn, events)
+
+    def unsubscribe(self, fn):
+        self.hub.unsubscribe(fn)
+
+    def capabilities(self):
+        """The live capabilities in menu order (read them, do not change them)."""
+        return self.owners.capabilities()
+
+    def online_organs(self):
+        """The online organs' descriptors in registration order."""
+        return [s.organ for s in self.registry.online()]
+
+    def organ_at(self, port):
+        """The descriptor of the organ online on port number `port`, or None."""
+        return self.registry.slot(port).organ
+
+    def quiet(self):
+        """True when no plan is running or waiting."""
+        return not self.scheduler.runs

@@ -640,6 +640,5 @@ def _arg_dups(dups, prefix):
 def routes(body):
     """The MCP routes for httpd.serve: POST (messages), GET (the session's stream), DELETE."""
     srv = McpServer(body)
-    if hasattr(body, "report"):
-        body.report.attach("mcp", srv.stats)
+    body.add_status_section("mcp", srv.stats)
     return {("POST", "/mcp"): srv.handle, ("GET", "/mcp"): srv.stream, ("DELETE", "/mcp"): srv.end}

@@ -38,7 +38,7 @@ def menu_pieces(body):
     JSON, but each capability's entry and its branch of the plan schema are built when written,
     one at a time (the whole menu is 7 KB of objects on the 64-bit unix port, a block a 64 KB
     heap beside an upload may not have: docs/master.md)."""
-    caps = body.owners.capabilities()
+    caps = body.capabilities()
     n = body.max_steps
     doc = _menu.build_menu((), n)  # every key in its place, no capability yet
     doc["capabilities"] = Each(_entry, caps)

@@ -42,7 +42,7 @@ class BodyFacade:
         return await self.body.execute(plan, on_accept, dups)
 
     def quiet(self):
-        return not self.body.scheduler.runs
+        return self.body.quiet()
 
     def reset(self):
         if self._reset is not None:
@@ -58,13 +58,13 @@ class BodyFacade:
                 d = {"module_id": o["module_id"], "module_type": o["module_type"], "port": port}
                 fn("online" if event == "registered" else "offline", d)
             elif event == "event":
-                o = body.registry.slot(port).organ
+                o = body.organ_at(port)
                 mid = o["module_id"] if o else None
                 fn("event", {"module_id": mid, "port": port, "name": data[0], "status": data[1]})
             elif event == "menu":
                 fn("menu", {"added": list(data[1]), "removed": list(data[2])})
 
-        body.hub.subscribe(on)
+        body.subscribe(on)
 
 
 def identity(mac, uid, client_id_path, rand16):

@@ -21,10 +21,10 @@ except AttributeError:  # CPython (the host tests)
 
 def service(body, settings):
     """A Service from the master's OTA settings: {"flash": root, "key": hex, "token": bearer,
-    "reset": callable, "upload_ms": deadline}; the online organs come from the Body's registry."""
+    "reset": callable, "upload_ms": deadline}; the online organs come from the Body."""
 
     def online():
-        return [s.organ["module_id"] for s in body.registry.online()]
+        return [o["module_id"] for o in body.online_organs()]
 
     key = settings.get("key")
     try:
