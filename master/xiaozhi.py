@@ -434,7 +434,8 @@ class Device:
         try:
             out = await self.mcp.call_tool(mid, params, MCP_VERSION)
         except MemoryError:
-            raise
+            self._short("tools/call")
+            out = _error(mid, INTERNAL_ERROR, "short of memory in tools/call: try again")
         except Exception as e:
             out = _error(mid, INTERNAL_ERROR, "internal error in tools/call: %r" % e)
         self._mcp_out(out)
@@ -483,9 +484,13 @@ class Device:
                     log.emit("xiaozhi", [("what", "cannot_speak"), ("why", "no speak on the menu")])
                     continue
                 limit = cap["params"][0].get("max", 240) if cap.get("params") else 240
-                status, out = await self.facade.execute(
-                    one_step("speak", {"text": clip_text(text, limit)})
-                )
+                try:
+                    status, out = await self.facade.execute(
+                        one_step("speak", {"text": clip_text(text, limit)})
+                    )
+                except MemoryError:
+                    self._short("speak")  # this sentence is lost, the next ones are tried
+                    continue
                 if not _ok(out):
                     log.emit(
                         "xiaozhi", [("what", "speak_failed"), ("outcome", status), ("report", out)]
@@ -541,8 +546,17 @@ class Device:
             log.emit("xiaozhi", [("what", "reboot"), ("why", "bus not quiet after 30 s")])
         self.facade.reset()
 
+    def _short(self, what):
+        # a task of this device met a full heap: counted and said, never a task's lost exception
+        self.counts["no_memory"] += 1
+        gc.collect()
+        log.emit("xiaozhi", [("what", "no_memory"), ("in", what), ("free", _free())])
+
     async def _step(self, action, params):
-        status, out = await self.facade.execute(one_step(action, params))
+        try:
+            status, out = await self.facade.execute(one_step(action, params))
+        except MemoryError:
+            return self._short(action)
         if not _ok(out):
             log.emit("xiaozhi", [("what", "step_failed"), ("action", action), ("report", out)])
 

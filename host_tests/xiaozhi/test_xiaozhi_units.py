@@ -487,3 +487,29 @@ def test_messages_beyond_the_bounds_are_counted_and_said():
     big["type"] = "x"
     d.on_text(json.dumps(big))
     assert d.counts["unknown"] == 1 and d.counts["clipped"] == 0, d.counts
+
+
+def test_a_full_heap_in_a_step_is_counted_and_a_call_answered():
+    # defect 8: a MemoryError in a step's task ("Task exception wasn't retrieved") left a
+    # tools/call without an answer and the sentence unsaid, silently
+    async def go():
+        rec = _with_log()
+        f, d = _device()
+
+        async def full(plan, on_accept=None, dups=()):
+            raise MemoryError("memory allocation failed, allocating 272 bytes")
+
+        f.execute = full
+        d.on_text(_mcp_raw(50, "tools/call", '{"name": "led_on", "arguments": {}}'))
+        d.on_text('{"type": "tts", "state": "sentence_start", "text": "one"}')
+        d.on_text('{"type": "tts", "state": "sentence_start", "text": "two"}')
+        await _settle(d)
+        (m,) = _out(d)
+        e = m["payload"]["error"]
+        assert m["payload"]["id"] == 50 and e["code"] == -32603, m
+        assert "short of memory" in e["message"], e
+        said = sorted(x["in"] for x in rec.what("no_memory"))
+        assert said == ["speak", "speak", "tools/call"], rec.lines
+        assert d.counts["no_memory"] == 3 and not d.speech and not d._speaking, d.counts
+
+    asyncio.run(go())
