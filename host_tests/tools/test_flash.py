@@ -231,6 +231,8 @@ def test_role_files_follow_the_imports():
     assert "organbus/menu.py" in master and "organbus/menu.py" not in led
     links = {"master/links/httpd.py", "master/links/mcp.py", "master/links/bodyproto.py"}
     assert links <= master, "the master's HTTP links would not be deployed: %s" % (links - master)
+    net = {"master/net/__init__.py", "master/net/http.py"}
+    assert net <= master, "the master's HTTP client would not be deployed: %s" % (net - master)
 
 
 def test_voice_data_files_travel_with_the_speaker():

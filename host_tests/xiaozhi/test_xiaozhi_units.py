@@ -8,6 +8,7 @@ except ImportError:  # pragma: no cover
 
 from master.links import mcp
 from master.links import xiaozhi
+from master.net import jsonout
 from xiaozhi_fakes import ANNOUNCE, EXPRESS, Facade, Log, _ms
 
 UNIX_PORT = True
@@ -21,9 +22,15 @@ def _device(**kw):
     return f, d
 
 
+def _text(m):
+    # a queued message: JSON in pieces (master/net/jsonout.py), each at most 256 bytes
+    assert all(len(p) <= 256 for p in m), [len(p) for p in m]
+    return jsonout.join(m)
+
+
 def _out(d):
     """Messages queued for the server, parsed, and the queue emptied."""
-    out = [json.loads(m) for m in d.outbox]
+    out = [json.loads(_text(m)) for m in d.outbox]
     d.outbox = []
     return out
 
@@ -94,8 +101,9 @@ def test_tools_list_pages_of_at_most_8_kb_join_to_the_menu():
     for mid in range(2, 40):
         _mcp(d, mid, "tools/list", {"cursor": cursor, "withUserTools": False})
         (raw,) = d.outbox
+        raw = _text(raw)
         d.outbox = []
-        sizes.append(len(raw.encode()))
+        sizes.append(len(raw))
         r = json.loads(raw)["payload"]["result"]
         tools.extend(r["tools"])
         cursor = r.get("nextCursor")
@@ -295,7 +303,7 @@ def test_discovery_request_headers_and_body():
     assert h["User-Agent"] == "organbus-master/0.1.0", h
     assert h["Activation-Version"] == "1" and h["Accept-Language"] == "en-US", h
     assert h["Content-Type"] == "application/json", h
-    info = json.loads(body)
+    info = json.loads(jsonout.join(body))
     assert info["mac_address"] == ident["device_id"] and info["uuid"] == ident["client_id"], info
     assert ident["client_id"] == "00000000-0000-4000-8000-000000000000", ident
     assert xiaozhi.format_id(b"\xaa\x01\xff") == "aa:01:ff"
@@ -347,3 +355,162 @@ def test_client_id_is_kept():
             os.remove(path)
         except OSError:
             pass
+
+
+# -- issue 24: messages up to the WebSocket limit read within bounds; JSON-RPC errors -----------
+
+
+def _mcp_raw(mid, method, params_json):
+    return (
+        '{"type": "mcp", "payload": {"jsonrpc": "2.0", "id": %s, "method": "%s", "params": %s}}'
+        % (
+            mid,
+            method,
+            params_json,
+        )
+    )
+
+
+def test_long_strings_are_clipped_and_a_clipped_argument_never_runs():
+    async def go():
+        rec = _with_log()
+        f, d = _device(play_ms=20)
+        d.on_text(json.dumps({"type": "tts", "state": "sentence_start", "text": "x" * 3000}))
+        d.on_text(json.dumps({"type": "stt", "text": "y" * 4000}))
+        d.on_text(
+            _mcp_raw(
+                9, "tools/call", '{"name": "speak", "arguments": {"text": "%s"}}' % ("z" * 3500)
+            )
+        )
+        d.on_text(_mcp_raw(10, "ping", '{"pad": "%s"}' % ("p" * 3900)))
+        await _settle(d)
+        assert f.commands == [("speak", {"text": "x" * 240})], "the sentence spoken, clipped"
+        (stt,) = rec.what("stt")
+        assert stt["text"] == "y" * 117 + "...", stt["text"]  # the log keeps lines small
+        out = _out(d)
+        e = [m["payload"] for m in out if m["payload"]["id"] == 9][0]["error"]
+        assert e["code"] == -32602 and "a string of 3500 bytes" in e["message"], e
+        assert [m["payload"] for m in out if m["payload"]["id"] == 10][0]["result"] == {}, out
+        assert d.counts["clipped"] == 4 and d.counts["malformed"] == 0, d.counts
+        assert [x["longest"] for x in rec.what("clipped")] == [3000, 4000, 3500, 3900], rec.lines
+
+    asyncio.run(go())
+
+
+def test_nan_or_infinity_gets_a_json_rpc_error_by_its_id():
+    # defect 12 over the xiaozhi WebSocket: NaN in arguments dropped the message silently
+    async def go():
+        rec = _with_log()
+        f, d = _device()
+        for mid, token in ((11, "NaN"), (12, "Infinity"), (13, "-Infinity"), ('"s"', "NaN")):
+            args = '{"name": "led_blink", "arguments": {"count": %s, "period_ms": 100}}' % token
+            d.on_text(_mcp_raw(mid, "tools/call", args))
+        await _settle(d)
+        out = _out(d)
+        assert [m["payload"]["id"] for m in out] == [11, 12, 13, "s"], out
+        for m in out:
+            e = m["payload"]["error"]
+            assert e["code"] == -32602 and "NaN or Infinity at offset" in e["message"], e
+        assert not f.commands, "nothing ran"
+        # no id to answer: counted and said
+        d.on_text(
+            '{"type": "mcp", "payload": {"jsonrpc": "2.0", "method": "n", "params": {"x": NaN}}}'
+        )
+        d.on_text('{"type": "tts", "state": "sentence_start", "text": "a", "x": Infinity}')
+        assert not d.outbox and d.counts["malformed"] == 6, d.counts
+        said = [x["error"] for x in rec.what("malformed")]
+        assert len(said) == 6 and all("NaN or Infinity at offset" in w for w in said), said
+
+    asyncio.run(go())
+
+
+def test_a_cursor_that_is_not_this_devices_gets_an_error():
+    f, d = _device(many=60)
+    for i, cur in enumerate(("[1]", "{}", "5", "1.5", "true", '"x"', '"-1"', '"999"', '" 1"')):
+        d.on_text(_mcp_raw(20 + i, "tools/list", '{"cursor": %s}' % cur))
+        (m,) = _out(d)
+        p = m["payload"]
+        assert p["id"] == 20 + i and p["error"]["code"] == -32602, (cur, p)
+        assert "cursor" in p["error"]["message"], p
+    for params in ('{"cursor": ""}', "{}", '{"cursor": null}'):
+        d.on_text(_mcp_raw(40, "tools/list", params))
+        (m,) = _out(d)
+        assert m["payload"]["result"]["tools"][0]["name"] == "led_on", (params, m)
+    d.on_text(_mcp_raw(41, "tools/list", '{"cursor": "2"}'))
+    (m,) = _out(d)
+    assert m["payload"]["result"]["tools"][0] == mcp.tools(f.menu())[2], m
+
+
+def test_malformed_json_rpc_requests_get_errors():
+    f, d = _device()
+    cases = (
+        ('{"jsonrpc": "2.0", "id": 30, "method": 7}', 30, -32600, "method must be a string"),
+        ('{"jsonrpc": "2.0", "id": 31}', 31, -32600, "method must be a string"),
+        ('{"jsonrpc": "2.0", "id": {"a": 1}, "method": "ping"}', None, -32600, "id must be"),
+        ('{"jsonrpc": "2.0", "id": [1], "method": "ping"}', None, -32600, "id must be"),
+        ('{"jsonrpc": "2.0", "id": true, "method": "ping"}', None, -32600, "id must be"),
+        ('{"jsonrpc": "2.0", "id": 32, "method": "ping", "params": [1]}', 32, -32602, "object"),
+        ('{"jsonrpc": "1.0", "id": 33, "method": "ping"}', 33, -32600, "JSON-RPC 2.0"),
+    )
+    for payload, mid, code, words in cases:
+        d.on_text('{"type": "mcp", "payload": %s}' % payload)
+        (m,) = _out(d)
+        e = m["payload"]["error"]
+        assert m["payload"]["id"] == mid and e["code"] == code and words in e["message"], (
+            payload,
+            m,
+        )
+
+
+def test_messages_beyond_the_bounds_are_counted_and_said():
+    rec = _with_log()
+    f, d = _device()
+    for raw, words in (
+        ('{"type": "x", "a": [%s]}' % ",".join(["1"] * 1500), "more than 64 items"),
+        ('{"type": "x", "a": %s1%s}' % ("[" * 40, "]" * 40), "nested deeper than 16"),
+        ('{"type": "x", "a": 1%s}' % ("0" * 3000), "a number longer than 40"),
+        ('{"type": "x", "a": [%s]}' % ",".join(["[1,2,3,4,5,6,7,8]"] * 70), "items"),
+        ("{broken", "not JSON"),
+    ):
+        d.on_text(raw)
+        assert rec.lines[-1]["what"] == "malformed" and words in rec.lines[-1]["error"], (
+            raw[:40],
+            rec.lines[-1],
+        )
+        # it may have been a request: JSON-RPC's error, id null (-32700 for text not JSON)
+        (m,) = _out(d)
+        e = m["payload"]["error"]
+        code = -32700 if words == "not JSON" else -32600
+        assert m["payload"]["id"] is None and e["code"] == code and words in e["message"], m
+    assert d.counts["malformed"] == 5 and not d.outbox, d.counts
+    # within the bounds: 60 keys of 60 bytes is a 4 KB message read whole
+    big = dict(("k%02d" % i, "v" * 60) for i in range(60))
+    big["type"] = "x"
+    d.on_text(json.dumps(big))
+    assert d.counts["unknown"] == 1 and d.counts["clipped"] == 0, d.counts
+
+
+def test_a_full_heap_in_a_step_is_counted_and_a_call_answered():
+    # defect 8: a MemoryError in a step's task ("Task exception wasn't retrieved") left a
+    # tools/call without an answer and the sentence unsaid, silently
+    async def go():
+        rec = _with_log()
+        f, d = _device()
+
+        async def full(plan, on_accept=None, dups=()):
+            raise MemoryError("memory allocation failed, allocating 272 bytes")
+
+        f.execute = full
+        d.on_text(_mcp_raw(50, "tools/call", '{"name": "led_on", "arguments": {}}'))
+        d.on_text('{"type": "tts", "state": "sentence_start", "text": "one"}')
+        d.on_text('{"type": "tts", "state": "sentence_start", "text": "two"}')
+        await _settle(d)
+        (m,) = _out(d)
+        e = m["payload"]["error"]
+        assert m["payload"]["id"] == 50 and e["code"] == -32603, m
+        assert "short of memory" in e["message"], e
+        said = sorted(x["in"] for x in rec.what("no_memory"))
+        assert said == ["speak", "speak", "tools/call"], rec.lines
+        assert d.counts["no_memory"] == 3 and not d.speech and not d._speaking, d.counts
+
+    asyncio.run(go())

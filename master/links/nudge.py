@@ -5,10 +5,12 @@
 # gathers the rest of the burst for `gather_ms`, keeps at least `min_s` between two POSTs,
 # joins the reasons into one nudge and POSTs it with a timeout: a slow or dead receiver costs
 # that task its wait and the bus nothing. Counted in /status "nudges".
-import asyncio
 import json
 
+import asyncio
+
 from organbus.ticks import ticks_diff
+from master.net import http
 
 DEFAULTS = {
     "nudge_url": None,  # http://HOST:PORT/PATH of the soul's nudge endpoint; None: no nudges
@@ -22,20 +24,18 @@ MAX_REASON = 600  # characters of one joined nudge
 
 
 def parse_url(url):
-    """(host, port, path) of an http:// URL; ValueError with the reason for anything else."""
+    """(host, port, path) of an http:// URL (master/net/http.py's rules); ValueError with the
+    reason for anything else."""
+    return _parts(url)[1:]
+
+
+def _parts(url):
     if not isinstance(url, str) or not url.startswith("http://"):
         raise ValueError("nudge_url must be an http://HOST:PORT/PATH URL, not %r" % (url,))
-    rest = url[7:]
-    i = rest.find("/")
-    hostport, path = (rest, "/") if i < 0 else (rest[:i], rest[i:])
-    host, _, port = hostport.partition(":")
-    if not host:
-        raise ValueError("nudge_url %r has no host" % url)
     try:
-        port = int(port) if port else 80
-    except ValueError:
-        raise ValueError("nudge_url %r: the port is not a number" % url)
-    return host, port, path
+        return http.parse_url(url, ("http",))
+    except http.NetError as e:
+        raise ValueError("nudge_%s" % e)
 
 
 def reason_of(event, port, data):
@@ -71,8 +71,8 @@ GOOD = ("done", "started")
 
 
 class Nudger:
-    """`on_event` (hub), `run()` (its task), `stats()`; `post(host, port, path, body, ms)` is
-    the sender (tests may pass their own), `clock()` ms ticks."""
+    """`on_event` (hub), `run()` (its task), `stats()`; `post(url_parts, body, ms, buf)` is the
+    sender (tests may pass their own), `clock()` ms ticks."""
 
     def __init__(self, hub, clock, config=None, post=None):
         cfg = dict(DEFAULTS)
@@ -81,7 +81,8 @@ class Nudger:
                 if k in config:
                     cfg[k] = config[k]
         self.cfg = cfg
-        self.target = parse_url(cfg["nudge_url"])
+        self.target = _parts(cfg["nudge_url"])
+        self._buf = bytearray(256)  # the answer's head read through it: the status line's start
         self.clock = clock
         self.post = post or post_json
         self.pending = []
@@ -123,10 +124,9 @@ class Nudger:
                 text = text[: MAX_REASON - 3] + "..."
             self.t_last = self.clock()
             self.last_reason = text
-            host, port, path = self.target
             try:
                 status = await self.post(
-                    host, port, path, json.dumps({"reason": text}), cfg["nudge_timeout_ms"]
+                    self.target, json.dumps({"reason": text}), cfg["nudge_timeout_ms"], self._buf
                 )
                 if 200 <= status < 300:
                     self.sent += 1
@@ -134,10 +134,13 @@ class Nudger:
                 else:
                     self.failed += 1
                     self.last_error = "HTTP %d" % status
-            except asyncio.TimeoutError:
+            except (asyncio.TimeoutError, http.NetTimeout):
                 self.failed += 1
                 self.last_error = "no answer within %d ms" % cfg["nudge_timeout_ms"]
-            except Exception as e:  # the receiver is down: counted, never raised
+            except http.NetError as e:  # the receiver is down or answers nonsense: counted
+                self.failed += 1
+                self.last_error = str(e)[:160]
+            except Exception as e:  # never raised into the bus
                 self.failed += 1
                 self.last_error = repr(e)
 
@@ -155,32 +158,17 @@ class Nudger:
         }
 
 
-async def post_json(host, port, path, text, timeout_ms):
-    """POST `text` (JSON) to http://host:port/path; the answer's status. Raises on a dead or
-    slow receiver (asyncio.TimeoutError after `timeout_ms` for the whole exchange)."""
-    return await asyncio.wait_for(_post(host, port, path, text), timeout_ms / 1000)
-
-
-async def _post(host, port, path, text, *_):
-    body = text.encode()
-    r, w = await asyncio.open_connection(host, port)
-    try:
-        w.write(
-            (
-                "POST %s HTTP/1.1\r\nHost: %s:%d\r\nContent-Type: application/json\r\n"
-                "Content-Length: %d\r\nConnection: close\r\n\r\n" % (path, host, port, len(body))
-            ).encode()
-            + body
-        )
-        await w.drain()
-        line = await r.readline()
-        parts = line.split()
-        if len(parts) < 2 or not parts[1].isdigit():
-            raise OSError("not an HTTP answer: %r" % line[:40])
-        return int(parts[1])
-    finally:
-        try:
-            w.close()
-            await w.wait_closed()
-        except Exception:
-            pass
+async def post_json(parts, text, timeout_ms, buf=None):
+    """POST `text` (JSON) to the URL of `parts` (master/net/http.py's parse_url); the answer's
+    status, its head read through `buf`. NetError on a dead, slow (`timeout_ms` for the whole
+    exchange: NetTimeout) or nonsensical receiver."""
+    status, _ = await http.request(
+        "POST",
+        parts,
+        (("Content-Type", "application/json"),),
+        text,
+        buf,
+        timeout_ms,
+        read_body=False,
+    )
+    return status

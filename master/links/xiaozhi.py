@@ -5,6 +5,7 @@
 # against a facade (see `Facade`); nothing here opens a socket. The I/O edge (discovery over
 # HTTP, the WebSocket, watchdog, reconnects) is master/links/xiaozhi_link.py. The body never waits on
 # this link: tool calls and speech run as their own tasks, and no message content raises.
+import gc
 import json
 import random
 import sys
@@ -17,7 +18,9 @@ from organbus import log
 from organbus.utf8 import clip_text
 from organbus.plan import one_step
 from master.links.bodyproto import express_action
-from master.links.mcp import INVALID_REQUEST, METHOD_NOT_FOUND, McpServer, tools as mcp_tools
+from master.links.mcp import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND
+from master.links.mcp import PARSE_ERROR, McpServer, cursor_index, tools as mcp_tools
+from master.net import http, jsonin, jsonout
 
 _MP = sys.implementation.name == "micropython"
 
@@ -29,6 +32,7 @@ BACKOFF_MIN_MS = const(1000)
 BACKOFF_MAX_MS = const(60000)
 MAX_SENTENCES = const(16)  # sentences waiting to be spoken; more are dropped and counted
 MAX_OUTBOX = const(24)  # messages waiting for the writer; more are dropped and counted
+LOG_TEXT = const(120)  # characters of a server's text (stt, alert) on the event log
 REBOOT_WAIT_MS = const(30000)  # system reboot waits this long at most for a quiet bus
 
 STATES = ("off", "discovering", "connecting", "hello", "ready", "backoff")
@@ -78,7 +82,7 @@ def client_id(path, rand16):
 
 
 def discovery_request(ident, role, version, language="en-US"):
-    """(headers, body) of the OTA/discovery POST (section 2.1)."""
+    """(headers, body) of the OTA/discovery POST (section 2.1); the body in pieces."""
     headers = {
         "Activation-Version": "1",
         "Device-Id": ident["device_id"],
@@ -96,7 +100,7 @@ def discovery_request(ident, role, version, language="en-US"):
         "application": {"name": "organbus-" + role, "version": version},
         "board": {"type": "organbus-" + role, "name": ident.get("board", "c6_master")},
     }
-    return headers, json.dumps(info)
+    return headers, jsonout.pieces(info)
 
 
 def parse_discovery(obj):
@@ -110,7 +114,13 @@ def parse_discovery(obj):
     url = w.get("url")
     if not isinstance(url, str) or not (url.startswith("ws://") or url.startswith("wss://")):
         raise XiaozhiError("OTA answer websocket.url %r is not a ws:// or wss:// url" % (url,))
+    try:  # what the upgrade request is built from: no control characters, a real host
+        http.parse_url(url, ("ws", "wss"))
+    except http.NetError as e:
+        raise XiaozhiError("OTA answer websocket.%s" % e)
     token = w.get("token")
+    if isinstance(token, str) and not http.request_field_ok(token):
+        raise XiaozhiError("OTA answer websocket.token holds a control character: refused")
     out = {"url": url, "token": token if isinstance(token, str) and token else None}
     st = obj.get("server_time")
     out["server_time_ms"] = None
@@ -165,7 +175,7 @@ class Device:
         self.version = version
         self.spawn = spawn or asyncio.create_task
         self.mcp = McpServer(facade)
-        self.outbox = []  # JSON strings for the writer, in order
+        self.outbox = []  # messages for the writer, in order: JSON in pieces (jsonout.pieces)
         self.wake = asyncio.Event()
         self.session_id = None
         self.ready = False  # the server hello has come: messages may go out
@@ -179,6 +189,8 @@ class Device:
             "messages_out": 0,
             "audio_dropped": 0,
             "malformed": 0,
+            "clipped": 0,
+            "no_memory": 0,
             "unknown": 0,
             "notifications": 0,
             "tool_calls": 0,
@@ -213,7 +225,7 @@ class Device:
             self.counts["out_dropped"] += 1
             return False
         obj["session_id"] = self.session_id
-        self.outbox.append(json.dumps(obj))
+        self.outbox.append(jsonout.pieces(obj))  # pieces of 256 bytes: no large heap block
         self.wake.set()
         return True
 
@@ -253,17 +265,62 @@ class Device:
 
     def on_text(self, raw):
         """One text message from the server (bytes or str); never raises on its content."""
+        b = bytearray(raw.encode() if isinstance(raw, str) else raw)
+        self.on_message(b, len(b))
+
+    def on_message(self, buf, n):
+        """The text message in buf[:n] (the WebSocket's receive buffer, read in place within
+        master/net/jsonin.py's bounds); never raises on its content, and a message the heap
+        cannot hold is counted (`no_memory`) and dropped, never the end of the session."""
         self.counts["messages_in"] += 1
         try:
-            msg = json.loads(raw)
-        except (ValueError, TypeError) as e:
+            self._message(buf, n)
+        except MemoryError:
+            self.counts["no_memory"] += 1
+            gc.collect()
+            log.emit("xiaozhi", [("what", "no_memory"), ("bytes", n), ("free", _free())])
+
+    def _message(self, buf, n):
+        try:
+            msg, clipped, nonfinite = jsonin.read(buf, n)
+        except ValueError as e:
             self.counts["malformed"] += 1
-            log.emit("xiaozhi", [("what", "malformed"), ("error", "not JSON: %s" % e)])
+            log.emit("xiaozhi", [("what", "malformed"), ("error", str(e))])
+            if self.ready:  # it may have been a request: JSON-RPC's error for it, id null
+                why = str(e)
+                bad = why.startswith("not JSON")  # else beyond jsonin's bounds
+                code, what = (PARSE_ERROR, "parse error") if bad else (INVALID_REQUEST, "invalid")
+                self._mcp_out(_error(None, code, "%s: %s" % (what, why)))
             return
         if not isinstance(msg, dict) or not isinstance(msg.get("type"), str):
             self.counts["malformed"] += 1
             log.emit("xiaozhi", [("what", "malformed"), ("error", "not an object with a type")])
             return
+        if clipped:
+            self.counts["clipped"] += clipped
+            log.emit(
+                "xiaozhi",
+                [("what", "clipped"), ("type", msg["type"][:20]), ("strings", clipped),
+                 ("longest", jsonin.longest()), ("kept", jsonin.MAX_STRING)],
+            )  # fmt: skip
+        if nonfinite >= 0:
+            # counted and said; a request (it has an id and a method) gets its JSON-RPC error
+            p = msg.get("payload")
+            why = "NaN or Infinity at offset %d: not JSON" % nonfinite
+            self.counts["malformed"] += 1
+            log.emit("xiaozhi", [("what", "malformed"), ("type", msg["type"][:20]), ("error", why)])
+            if msg["type"] == "mcp" and isinstance(p, dict) and "method" in p and "id" in p:
+                mid = p["id"] if _id_ok(p) else None
+                self._mcp_out(_error(mid, INVALID_PARAMS, "invalid request: " + why))
+            return
+        if clipped and msg["type"] == "mcp":
+            p = msg.get("payload")
+            if isinstance(p, dict) and p.get("method") == "tools/call" and "id" in p:
+                why = "the request holds a string of %d bytes; at most %d are read" % (
+                    jsonin.longest(),
+                    jsonin.MAX_STRING,
+                )  # a cut argument never runs
+                return self._mcp_out(_error(p["id"] if _id_ok(p) else None, INVALID_PARAMS, why))
         t = msg["type"]
         try:
             if t == "mcp":
@@ -278,9 +335,7 @@ class Device:
                 self.on_system(msg)
             elif t == "stt":
                 text = msg.get("text")
-                log.emit(
-                    "xiaozhi", [("what", "stt"), ("text", text if isinstance(text, str) else None)]
-                )
+                log.emit("xiaozhi", [("what", "stt"), ("text", _said(text))])
             elif t == "hello":
                 log.emit(
                     "xiaozhi", [("what", "hello_again"), ("session_id", msg.get("session_id"))]
@@ -298,7 +353,7 @@ class Device:
     def on_mcp(self, p):
         if not isinstance(p, dict) or p.get("jsonrpc") != "2.0":
             self.counts["malformed"] += 1
-            mid = p.get("id") if isinstance(p, dict) else None
+            mid = p.get("id") if isinstance(p, dict) and _id_ok(p) else None
             return self._mcp_out(
                 _error(mid, INVALID_REQUEST, "payload must be a JSON-RPC 2.0 object")
             )
@@ -306,22 +361,29 @@ class Device:
         if "id" not in p:
             self.counts["notifications"] += 1  # notifications/* and anything else: dropped
             return
+        if not _id_ok(p):
+            self.counts["malformed"] += 1
+            return self._mcp_out(
+                _error(None, INVALID_REQUEST, "id must be a string, a number or null")
+            )
         mid = p["id"]
-        if not isinstance(method, str):
+        if method is None and ("result" in p or "error" in p):
             return  # a response to a request this device never sends
+        if not isinstance(method, str):
+            self.counts["malformed"] += 1
+            return self._mcp_out(_error(mid, INVALID_REQUEST, "method must be a string"))
         params = p.get("params")
         if params is None:
             params = {}
         if not isinstance(params, dict):
-            return self._mcp_out(_error(mid, -32602, "params must be an object"))
+            return self._mcp_out(_error(mid, INVALID_PARAMS, "params must be an object"))
         if method == "initialize":
             self.initialized = True
             return self._mcp_out(_result(mid, self.initialize_result()))
         if method == "ping":
             return self._mcp_out(_result(mid, {}))
         if method == "tools/list":
-            cur = params.get("cursor") or ""
-            return self._mcp_out(self.tools_page(mid, cur))
+            return self._mcp_out(self.tools_page(mid, params.get("cursor")))
         if method == "tools/call":
             self.counts["tool_calls"] += 1
             self._run(self._call(mid, params))
@@ -343,14 +405,13 @@ class Device:
         }
 
     def tools_page(self, mid, cursor):
-        """The tools/list answer from index `cursor` on, whole message at most PAGE_BYTES."""
-        try:
-            start = int(cursor) if cursor else 0
-        except ValueError:
-            start = -1
+        """The tools/list answer from `cursor` (a nextCursor this device gave, or None) on, whole
+        message at most PAGE_BYTES; any other cursor: error -32602 (mcp.cursor_index)."""
         tools = mcp_tools(self.facade.menu())
-        if not 0 <= start <= len(tools):
-            return _error(mid, -32602, "invalid cursor %r" % (str(cursor)[:20],))
+        try:
+            start = cursor_index(cursor, len(tools))
+        except ValueError as e:
+            return _error(mid, INVALID_PARAMS, str(e))
         # the envelope with an empty page and the longest cursor, then each tool and its comma
         env = {"session_id": self.session_id or "", "type": "mcp"}
         env["payload"] = _result(mid, {"tools": [], "nextCursor": str(len(tools))})
@@ -373,9 +434,10 @@ class Device:
         try:
             out = await self.mcp.call_tool(mid, params, MCP_VERSION)
         except MemoryError:
-            raise
+            self._short("tools/call")
+            out = _error(mid, INTERNAL_ERROR, "short of memory in tools/call: try again")
         except Exception as e:
-            out = _error(mid, -32603, "internal error in tools/call: %r" % e)
+            out = _error(mid, INTERNAL_ERROR, "internal error in tools/call: %r" % e)
         self._mcp_out(out)
 
     def on_body(self, kind, data):
@@ -422,9 +484,13 @@ class Device:
                     log.emit("xiaozhi", [("what", "cannot_speak"), ("why", "no speak on the menu")])
                     continue
                 limit = cap["params"][0].get("max", 240) if cap.get("params") else 240
-                status, out = await self.facade.execute(
-                    one_step("speak", {"text": clip_text(text, limit)})
-                )
+                try:
+                    status, out = await self.facade.execute(
+                        one_step("speak", {"text": clip_text(text, limit)})
+                    )
+                except MemoryError:
+                    self._short("speak")  # this sentence is lost, the next ones are tried
+                    continue
                 if not _ok(out):
                     log.emit(
                         "xiaozhi", [("what", "speak_failed"), ("outcome", status), ("report", out)]
@@ -444,7 +510,11 @@ class Device:
 
     def on_alert(self, msg):
         message = msg.get("message")
-        pairs = [("what", "alert"), ("status", msg.get("status")), ("message", message)]
+        pairs = [
+            ("what", "alert"),
+            ("status", _said(msg.get("status"))),
+            ("message", _said(message)),
+        ]
         if not isinstance(message, str) or not message.strip():
             log.emit("xiaozhi", pairs + [("announced", False), ("why", "no message")])
             return
@@ -476,8 +546,17 @@ class Device:
             log.emit("xiaozhi", [("what", "reboot"), ("why", "bus not quiet after 30 s")])
         self.facade.reset()
 
+    def _short(self, what):
+        # a task of this device met a full heap: counted and said, never a task's lost exception
+        self.counts["no_memory"] += 1
+        gc.collect()
+        log.emit("xiaozhi", [("what", "no_memory"), ("in", what), ("free", _free())])
+
     async def _step(self, action, params):
-        status, out = await self.facade.execute(one_step(action, params))
+        try:
+            status, out = await self.facade.execute(one_step(action, params))
+        except MemoryError:
+            return self._short(action)
         if not _ok(out):
             log.emit("xiaozhi", [("what", "step_failed"), ("action", action), ("report", out)])
 
@@ -491,6 +570,7 @@ class Device:
         d = dict(self.counts)
         d["session_id"] = self.session_id
         d["speech_queued"] = len(self.speech)
+        d["speaking"] = self._speaking
         return d
 
 
@@ -515,6 +595,23 @@ def _cap(menu, name):
         if c["name"] == name:
             return c
     return None
+
+
+def _id_ok(p):
+    # a JSON-RPC id: a string, a number or null (JSON-RPC 2.0 section 4)
+    mid = p.get("id")
+    return mid is None or (isinstance(mid, (str, int, float)) and not isinstance(mid, bool))
+
+
+def _said(text):
+    # a server's text as the event log shows it: at most LOG_TEXT characters (a line stays small)
+    if not isinstance(text, str):
+        return None
+    return text if len(text) <= LOG_TEXT else text[: LOG_TEXT - 3] + "..."
+
+
+def _free():
+    return gc.mem_free() if hasattr(gc, "mem_free") else -1
 
 
 def _error(mid, code, message):

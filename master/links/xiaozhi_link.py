@@ -10,6 +10,7 @@ import asyncio
 from organbus import log
 from organbus.ticks import ticks_diff, ticks_ms
 from master.net import ws
+from master.net import http
 from master.links.xiaozhi import (
     HELLO_TIMEOUT_MS,
     WATCHDOG_MS,
@@ -23,6 +24,7 @@ from master.links.xiaozhi import (
 )
 
 _MP = ws._MP
+DISCOVERY_MS = 10000  # the whole discovery exchange
 
 
 # -- the live body as the Facade ------------------------------------------------------------------
@@ -90,79 +92,9 @@ def start(body, config, ident, version="0.1.0", set_clock=None, reset=None):
 # -- the I/O edge ---------------------------------------------------------------------------------
 
 
-async def _wait(aw, ms):
-    if _MP:
-        return await asyncio.wait_for_ms(aw, ms)
-    return await asyncio.wait_for(aw, ms / 1000)
-
-
-async def http_post(url, headers, body, timeout_ms=10000, limit=16384, ssl_context=None):
-    """(status, body bytes) of one HTTP/1.1 POST to http:// or https://; XiaozhiError else."""
-    if url.startswith("http://"):
-        secure, rest = False, url[7:]
-    elif url.startswith("https://"):
-        secure, rest = True, url[8:]
-    else:
-        raise XiaozhiError("ota_url %r must start with http:// or https://" % url[:80])
-    _, host, port, target = ws.parse_url(("wss://" if secure else "ws://") + rest)
-    data = body.encode() if isinstance(body, str) else body
-
-    async def go():
-        if secure:
-            ctx = ssl_context if ssl_context is not None else ws.default_ssl_context()
-            r, w = await asyncio.open_connection(host, port, ssl=ctx, server_hostname=host)
-        else:
-            r, w = await asyncio.open_connection(host, port)
-        try:
-            lines = ["POST %s HTTP/1.1" % target, "Host: %s:%d" % (host, port)]
-            for k in headers:
-                lines.append("%s: %s" % (k, headers[k]))
-            lines.append("Content-Length: %d" % len(data))
-            lines.append("Connection: close")
-            w.write(("\r\n".join(lines) + "\r\n\r\n").encode() + data)
-            await w.drain()
-            status_line = await r.readline()
-            parts = status_line.decode().split(" ", 2)
-            if len(parts) < 2 or not parts[0].startswith("HTTP/1."):
-                raise XiaozhiError("OTA server answered %r, not HTTP" % status_line[:60])
-            n = -1
-            total = 0
-            while True:
-                line = await r.readline()
-                total += len(line)
-                if not line or total > 4096:
-                    raise XiaozhiError("OTA answer head broken or over 4096 bytes")
-                if line in (b"\r\n", b"\n"):
-                    break
-                s = line.decode()
-                if s.lower().startswith("content-length:"):
-                    n = int(s[15:].strip())
-            if n > limit:
-                raise XiaozhiError("OTA answer of %d bytes is over %d" % (n, limit))
-            out = b""
-            while n < 0 or len(out) < n:
-                chunk = await r.read(min(1024, n - len(out)) if n >= 0 else 1024)
-                if not chunk:
-                    break
-                out += chunk
-                if len(out) > limit:
-                    raise XiaozhiError("OTA answer over %d bytes" % limit)
-            return int(parts[1]), out
-        finally:
-            try:
-                w.close()
-                await w.wait_closed()
-            except Exception:
-                pass
-
-    try:
-        return await _wait(go(), timeout_ms)
-    except asyncio.TimeoutError:
-        raise XiaozhiError("no OTA answer from %s:%d within %d ms" % (host, port, timeout_ms))
-    except XiaozhiError:
-        raise
-    except Exception as e:
-        raise XiaozhiError("OTA request to %s:%d failed: %r" % (host, port, e))
+def _loads(buf, n):
+    # JSON of buf[:n] read in place on MicroPython (json.loads takes any buffer), copied on CPython
+    return json.loads(memoryview(buf)[:n] if _MP else bytes(buf[:n]))
 
 
 class Link:
@@ -238,11 +170,15 @@ class Link:
     async def discover(self):
         self._say("discovering", [("ota_url", self.ota_url)])
         headers, body = discovery_request(self.ident, self.role, self.device.version)
-        status, raw = await http_post(self.ota_url, headers, body)
+        buf = self.sock._buf  # the message buffer: idle until the WebSocket is open
+        try:
+            status, n = await http.request("POST", self.ota_url, headers, body, buf, DISCOVERY_MS)
+        except http.NetError as e:
+            raise XiaozhiError("OTA request: %s" % e)
         if status != 200:
             raise XiaozhiError("OTA answered HTTP %d" % status)
         try:
-            obj = json.loads(raw)
+            obj = _loads(buf, n)
         except ValueError as e:
             raise XiaozhiError("OTA answer is not JSON: %s" % e)
         d = parse_discovery(obj)
@@ -314,42 +250,45 @@ class Link:
         raise errors[0] if errors else XiaozhiError("session ended")
 
     async def _await_hello(self):
+        # The server hello within hello_timeout_ms of the client's (section 3.3), whatever else
+        # comes meanwhile: pings are answered inside recv and do not extend the wait.
         sock, dev = self.sock, self.device
-        left = self.hello_timeout_ms
+        t0 = ticks_ms()
         while True:
-            t0 = ticks_ms()
+            left = self.hello_timeout_ms - ticks_diff(ticks_ms(), t0)
             try:
-                op, n = await sock.recv(max(left, 1))
+                if left <= 0:
+                    raise ws.WsTimeout("no time left")
+                op, n = await sock.recv(within_ms=left)
+            except ws.WsStalled:
+                raise
             except ws.WsTimeout:
                 await sock.close(ws.NORMAL, "no server hello")
                 raise XiaozhiError("no server hello within %d ms" % self.hello_timeout_ms)
-            left -= ticks_diff(ticks_ms(), t0)
             if op == ws.TEXT:
                 try:
-                    obj = json.loads(bytes(sock.message[:n]))
+                    obj = _loads(sock.message, n)
                 except ValueError:
                     obj = None
                 if dev.on_hello(obj):
                     return
             dev.counts["unknown"] += 1  # anything before the hello is dropped
-            if left <= 0:
-                await sock.close(ws.NORMAL, "no server hello")
-                raise XiaozhiError("no server hello within %d ms" % self.hello_timeout_ms)
 
     async def _reader(self):
         sock, dev = self.sock, self.device
         while True:
             try:
                 op, n = await sock.recv(self.watchdog_ms)
+            except ws.WsStalled:
+                raise  # a frame begun and cut off: its own reason, not the watchdog's
             except ws.WsTimeout:
-                if sock.open:  # nothing at all for 120 s: the channel is dead (section 3.4)
-                    await sock.close(ws.GOING_AWAY, "watchdog")
-                    raise XiaozhiError("no frame from the server for %d ms" % self.watchdog_ms)
-                raise
+                # nothing at all for 120 s: the channel is dead (section 3.4)
+                await sock.close(ws.GOING_AWAY, "watchdog")
+                raise XiaozhiError("no frame from the server for %d ms" % self.watchdog_ms)
             if op == ws.BINARY:
                 dev.on_binary(n)
             else:
-                dev.on_text(bytes(sock.message[:n]))
+                dev.on_message(sock._buf, n)  # read in place: no copy of the message
 
     async def _writer(self):
         sock, dev = self.sock, self.device

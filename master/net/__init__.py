@@ -1,1 +1,1 @@
-# Network plumbing shared by the links: the one HTTP/1.1 client, the WebSocket client.
+# Network plumbing shared by the links, written once: URLs, the HTTP/1.1 client with bounded reads, bounded network JSON, the WebSocket client.

@@ -4,8 +4,11 @@
 # payload and one message buffer of `max_message` bytes that fragments are read into in place.
 # A message longer than that is read through the message buffer and dropped (counted in
 # `oversize`), never held whole. Sends are masked chunk by chunk through one `tx_chunk` buffer,
-# so a long message needs no second copy. Every read has a deadline: the first byte of a frame
-# waits at most `idle_ms` (the caller's watchdog), the rest of the frame `read_timeout_ms`.
+# so a long message needs no second copy. The upgrade goes through master/net/http.py (the
+# request head checked, the answer's head read through the message buffer, bounded lines).
+# Every read has a deadline: the first byte of a frame waits at most `idle_ms` (the caller's
+# watchdog; `within_ms` bounds a whole recv, control frames included), each part of a frame
+# `read_timeout_ms`; a frame begun and not finished in time is a stall and ends the connection.
 import sys
 
 import asyncio
@@ -17,7 +20,9 @@ import random
 import micropython
 from micropython import const
 
+from organbus.ticks import ticks_diff, ticks_ms
 from organbus.utf8 import valid_utf8
+from master.net import http
 
 _MP = sys.implementation.name == "micropython"
 
@@ -37,16 +42,20 @@ NO_STATUS = const(1005)
 ABNORMAL = const(1006)
 
 _GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
-_MAX_HEAD = const(4096)  # bytes of the server's upgrade answer
+_UPGRADE_HEADERS = ("upgrade", "connection", "sec-websocket-accept", "sec-websocket-extensions")
 _SKIP_LIMIT = const(1 << 20)  # an oversize frame longer than this is a protocol error, not skipped
 
 
-class WsError(Exception):
+class WsError(http.NetError):
     """A WebSocket failure with a specific reason (handshake, protocol, size)."""
 
 
 class WsTimeout(WsError):
     """A connect or a read did not complete within its deadline."""
+
+
+class WsStalled(WsTimeout):
+    """A frame began and did not complete within its deadline: the connection is dropped."""
 
 
 class WsClosed(WsError):
@@ -59,37 +68,18 @@ class WsClosed(WsError):
 
 
 def parse_url(url):
-    """(secure, host, port, target) of a ws:// or wss:// URL; WsError naming what is wrong."""
-    if not isinstance(url, str):
-        raise WsError("websocket url must be a string, not %r" % (url,))
-    if url.startswith("ws://"):
-        secure, rest = False, url[5:]
-    elif url.startswith("wss://"):
-        secure, rest = True, url[6:]
-    else:
-        raise WsError("websocket url %r must start with ws:// or wss://" % url[:80])
-    i = rest.find("/")
-    j = rest.find("?")
-    if j >= 0 and (i < 0 or j < i):
-        i = j
-    hostport, target = (rest, "/") if i < 0 else (rest[:i], rest[i:])
-    if target.startswith("?"):
-        target = "/" + target
-    if "@" in hostport:
-        raise WsError("websocket url %r: user info is not supported" % url[:80])
-    host, port = hostport, 443 if secure else 80
-    k = hostport.rfind(":")
-    if k >= 0:
-        host = hostport[:k]
-        try:
-            port = int(hostport[k + 1 :])
-        except ValueError:
-            raise WsError("websocket url %r: port is not a number" % url[:80])
-        if not 0 < port < 65536:
-            raise WsError("websocket url %r: port %d out of range" % (url[:80], port))
-    if not host:
-        raise WsError("websocket url %r has no host" % url[:80])
-    return secure, host, port, target
+    """(secure, host, port, target) of a ws:// or wss:// URL (master/net/http.py's rules: control
+    characters refused, the target percent-encoded); WsError naming what is wrong."""
+    try:
+        scheme, host, port, target = http.parse_url(url, ("ws", "wss"))
+    except http.NetError as e:
+        raise WsError("websocket " + str(e))
+    return scheme == "wss", host, port, target
+
+
+def close_code_ok(code):
+    """A close code a peer may send (RFC 6455 section 7.4, and 1012-1014 of IANA's registry)."""
+    return 1000 <= code <= 1003 or 1007 <= code <= 1014 or 3000 <= code <= 4999
 
 
 def accept_for(key):
@@ -129,10 +119,7 @@ def mask(data, key, k=0):
     return bytes(b)
 
 
-async def _wait(aw, ms):
-    if _MP:
-        return await asyncio.wait_for_ms(aw, ms)
-    return await asyncio.wait_for(aw, ms / 1000)
+_wait = http.wait_ms
 
 
 def _random_into(buf, n):
@@ -206,75 +193,54 @@ class WebSocket:
     # -- connect -----------------------------------------------------------------------------
 
     async def connect(self, url, headers=None, ssl_context=None, timeout_ms=None):
-        """Open the TCP (TLS for wss://) connection and upgrade it; WsError/WsTimeout on failure."""
+        """Open the TCP (TLS for wss://) connection and upgrade it; WsError/WsTimeout on failure.
+        A header that could break the request's head is refused before anything is sent."""
         secure, host, port, target = parse_url(url)
+        _random_into(self._key, 4)
+        raw = bytearray(16)
+        _random_into(raw, 16)
+        key = binascii.b2a_base64(raw).strip().decode()
+        hdrs = [
+            ("Upgrade", "websocket"),
+            ("Connection", "Upgrade"),
+            ("Sec-WebSocket-Key", key),
+            ("Sec-WebSocket-Version", "13"),
+        ]
+        if headers:
+            hdrs += headers.items() if isinstance(headers, dict) else headers
+        parts = ("wss" if secure else "ws", host, port, target)
+        try:
+            head = http.head_lines("GET", parts, hdrs)
+        except http.NetError as e:
+            raise WsError("upgrade request to %s:%d: %s" % (host, port, e))
         t = timeout_ms or self.connect_timeout_ms
         try:
-            await _wait(self._connect(secure, host, port, target, headers, ssl_context), t)
+            await _wait(self._connect(secure, host, port, head, key, ssl_context), t)
         except (asyncio.TimeoutError, WsTimeout):
             await self.abort()
             raise WsTimeout("no websocket upgrade from %s:%d within %d ms" % (host, port, t))
         except WsError:
             await self.abort()
             raise
+        except http.NetError as e:
+            await self.abort()
+            raise WsError("websocket upgrade from %s:%d: %s" % (host, port, e))
         except Exception as e:  # OSError and the like: say it as one reason
             await self.abort()
             raise WsError("cannot connect to %s:%d: %r" % (host, port, e))
 
-    async def _connect(self, secure, host, port, target, headers, ssl_context):
-        ctx = None
-        if secure:
-            ctx = ssl_context if ssl_context is not None else default_ssl_context()
-        if ctx is not None:
-            self.reader, self.writer = await asyncio.open_connection(
-                host, port, ssl=ctx, server_hostname=host
-            )
-        else:
-            self.reader, self.writer = await asyncio.open_connection(host, port)
+    async def _connect(self, secure, host, port, head, key, ssl_context):
+        self.reader, self.writer = await http.connect(host, port, secure, ssl_context)
         self._readinto = getattr(self.reader, "readinto", None)
-        _random_into(self._key, 4)
-        raw = bytearray(16)
-        _random_into(raw, 16)
-        key = binascii.b2a_base64(raw).strip().decode()
-        hostline = host if port == (443 if secure else 80) else "%s:%d" % (host, port)
-        lines = [
-            "GET %s HTTP/1.1" % target,
-            "Host: " + hostline,
-            "Upgrade: websocket",
-            "Connection: Upgrade",
-            "Sec-WebSocket-Key: " + key,
-            "Sec-WebSocket-Version: 13",
-        ]
-        if headers:
-            for k in headers:
-                v = str(headers[k])
-                if "\r" in v or "\n" in v or "\r" in k or "\n" in k or ":" in k:
-                    raise WsError("header %r cannot go on the upgrade request" % k[:40])
-                lines.append("%s: %s" % (k, v))
-        self.writer.write(("\r\n".join(lines) + "\r\n\r\n").encode())
+        http.write_lines(self.writer, head)
         await self.writer.drain()
-        status = await self.reader.readline()
-        total = len(status)
-        parts = status.decode().split(" ", 2) if status else []
-        if len(parts) < 2 or not parts[0].startswith("HTTP/1."):
-            raise WsError("not an HTTP answer to the upgrade: %r" % status[:60])
-        hdrs = {}
-        while True:
-            line = await self.reader.readline()
-            total += len(line)
-            if total > _MAX_HEAD:
-                raise WsError("upgrade answer head longer than %d bytes" % _MAX_HEAD)
-            if not line:
-                raise WsError("connection closed during the upgrade")
-            if line in (b"\r\n", b"\n"):
-                break
-            s = line.decode().strip()
-            i = s.find(":")
-            if i > 0:
-                hdrs[s[:i].strip().lower()] = s[i + 1 :].strip()
+        # the answer's head read through the message buffer: nothing is received yet
+        ans = http.Answer(self.reader, self._buf)
+        await ans.head(_UPGRADE_HEADERS)
+        hdrs = ans.headers
         self.response_headers = hdrs
-        if parts[1] != "101":
-            raise WsError("upgrade refused: HTTP %s %s" % (parts[1], parts[2].strip()[:60]))
+        if ans.status != 101:
+            raise WsError("upgrade refused: HTTP %d %s" % (ans.status, ans.reason[:60]))
         if hdrs.get("upgrade", "").lower() != "websocket":
             raise WsError("upgrade answer without Upgrade: websocket")
         if "upgrade" not in hdrs.get("connection", "").lower():
@@ -294,6 +260,7 @@ class WebSocket:
     # -- send ---------------------------------------------------------------------------------
 
     async def send_text(self, s):
+        """A text message: a str, bytes, or a list of bytes-like pieces (one message)."""
         await self.send(TEXT, s.encode() if isinstance(s, str) else s)
 
     async def send_binary(self, b):
@@ -323,7 +290,11 @@ class WebSocket:
             self.messages_out += 1
 
     async def _send_frame(self, op, data):
-        n = len(data)
+        # `data`: bytes-like, or a list of bytes-like pieces sent as one message (no join)
+        parts = data if isinstance(data, list) else (data,)
+        n = 0
+        for p in parts:
+            n += len(p)
         tx = self._tx
         tx[0] = 0x80 | op
         if n < 126:
@@ -342,133 +313,166 @@ class WebSocket:
         key = self._key
         _random_into(key, 4)
         tx[h : h + 4] = key
-        h += 4
-        src = memoryview(data) if not isinstance(data, memoryview) else data
-        off = 0
-        while True:
-            k = min(n - off, self.tx_chunk)
-            view = self._txv[h : h + k]
-            view[:] = src[off : off + k]
-            _mask(view, k, key, off)
-            chunk = self._txv[: h + k]
-            self.writer.write(chunk if _MP else bytes(chunk))
-            await self.writer.drain()
-            self.bytes_out += h + k
-            off += k
-            h = 0
-            if off >= n:
-                break
+        fill = h + 4  # bytes waiting in tx
+        off = 0  # bytes of the message masked so far: the key's phase
+        room = len(tx)
+        for p in parts:
+            src = p if isinstance(p, memoryview) else memoryview(p)
+            i = 0
+            end = len(src)
+            while i < end:
+                k = min(end - i, room - fill)
+                view = self._txv[fill : fill + k]
+                view[:] = src[i : i + k]
+                _mask(view, k, key, off)
+                off += k
+                i += k
+                fill += k
+                if fill == room:
+                    await self._write(fill)
+                    fill = 0
+        if fill:
+            await self._write(fill)
+
+    async def _write(self, k):
+        chunk = self._txv[:k]
+        self.writer.write(chunk if _MP else bytes(chunk))
+        await self.writer.drain()
+        self.bytes_out += k
 
     # -- receive ------------------------------------------------------------------------------
 
-    async def _read(self, mv, n, deadline_ms):
-        """Exactly n bytes into mv[:n] within deadline_ms; WsClosed(ABNORMAL) at EOF."""
-        got = 0
+    async def _fill(self, mv, n):
+        # exactly n bytes into mv[:n]; `_got` counts them as they come (for a stall's reason)
+        self._got = 0
         ri = self._readinto
-        while got < n:
+        while self._got < n:
             if ri is not None:
-                k = await _wait(ri(mv[got:n]), deadline_ms)
+                k = await ri(mv[self._got : n])
                 if k is None:  # TLS: readable, but no whole record yet
                     continue
             else:
-                data = await _wait(self.reader.read(n - got), deadline_ms)
+                data = await self.reader.read(n - self._got)
                 k = len(data)
-                mv[got : got + k] = data
+                mv[self._got : self._got + k] = data
             if not k:
                 self._lost()
                 raise WsClosed(ABNORMAL, "connection lost")
-            got += k
+            self._got += k
         self.bytes_in += n
 
-    async def _read_timed(self, mv, n, ms):
+    async def _read(self, mv, n, what, have=0):
+        """n bytes of a frame already begun into mv[:n] within read_timeout_ms, else the stream
+        is out of step: the connection is dropped and WsStalled says where it stopped."""
         try:
-            await self._read(mv, n, ms)
+            await _wait(self._fill(mv, n), self.read_timeout_ms)
         except asyncio.TimeoutError:
-            raise WsTimeout("frame not complete within %d ms" % ms)
+            self._lost()
+            raise WsStalled(
+                "the server stalled inside a frame: %s, %d of %d bytes within %d ms"
+                % (what, have + self._got, have + n, self.read_timeout_ms)
+            )
 
-    async def recv(self, idle_ms=None):
+    async def _frame_start(self, ms):
+        # the first byte of a frame within ms; WsTimeout (nothing of a frame read) else
+        try:
+            await _wait(self._fill(self._hv, 1), ms)
+        except asyncio.TimeoutError:
+            raise WsTimeout("no frame within %d ms" % ms)
+
+    async def recv(self, idle_ms=None, within_ms=None):
         """The next whole text or binary message: (opcode, n), the bytes in `message[:n]`
         (valid until the next recv). Pings are answered, pongs counted, oversize messages
-        dropped and counted. A close from the server raises WsClosed after the close reply;
-        no frame start within `idle_ms` raises WsTimeout (the connection stays usable)."""
+        dropped and counted. A close from the server raises WsClosed after the close reply.
+        No frame start within `idle_ms`, or no whole message within `within_ms` (pings and
+        pongs do not extend it), raises WsTimeout: between messages the connection stays
+        usable. A frame begun and not completed within read_timeout_ms raises WsStalled."""
         if not self.open:
             raise WsClosed(self.close_code or ABNORMAL, self.close_reason or "not open")
         op = -1  # opcode of the message being assembled, -1 between messages
         n = 0
         skip = False
         hv = self._hv
+        t0 = ticks_ms()
         while True:
-            try:
-                if idle_ms is not None and op < 0:
-                    try:
-                        await self._read(hv, 1, idle_ms)
-                    except asyncio.TimeoutError:
-                        raise WsTimeout("no frame within %d ms" % idle_ms)
-                    await self._read_timed(hv[1:], 1, self.read_timeout_ms)
-                else:
-                    await self._read_timed(hv, 2, self.read_timeout_ms)
-                b0 = self._hdr[0]
-                b1 = self._hdr[1]
-                fin = b0 & 0x80
-                fop = b0 & 0x0F
-                if b0 & 0x70:
-                    await self._fail(PROTOCOL_ERROR, "reserved bits set (no extension agreed)")
-                if b1 & 0x80:
-                    await self._fail(PROTOCOL_ERROR, "the server masked a frame")
-                ln = b1 & 0x7F
-                if ln == 126:
-                    await self._read_timed(hv[2:], 2, self.read_timeout_ms)
-                    ln = (self._hdr[2] << 8) | self._hdr[3]
-                elif ln == 127:
-                    await self._read_timed(hv[2:], 8, self.read_timeout_ms)
-                    ln = 0
-                    for i in range(2, 10):
-                        ln = (ln << 8) | self._hdr[i]
-                        if ln > _SKIP_LIMIT:
-                            await self._fail(TOO_BIG, "frame longer than %d bytes" % _SKIP_LIMIT)
-                if fop >= CLOSE:
-                    if not fin or ln > 125:
-                        await self._fail(PROTOCOL_ERROR, "fragmented or long control frame")
-                    await self._read_timed(self._cv, ln, self.read_timeout_ms)
-                    await self._control(fop, ln)
-                    continue
-                if fop == CONT:
-                    if op < 0:
-                        await self._fail(PROTOCOL_ERROR, "continuation without a message")
-                elif fop == TEXT or fop == BINARY:
+            wait = idle_ms
+            whole = False  # the wait is what is left of within_ms
+            if within_ms is not None:
+                left = within_ms - ticks_diff(ticks_ms(), t0)
+                if wait is None or left < wait:
+                    wait, whole = max(left, 0), True
+            if wait is None:
+                await self._read(hv, 2, "its header")
+            else:
+                try:
+                    if whole and not wait:
+                        raise WsTimeout("no time left")
+                    await self._frame_start(wait)
+                except WsTimeout:
                     if op >= 0:
-                        await self._fail(PROTOCOL_ERROR, "new message inside a fragmented one")
-                    op = fop
-                    n = 0
-                    skip = False
-                else:
-                    await self._fail(PROTOCOL_ERROR, "reserved opcode %d" % fop)
-                if skip or n + ln > self.max_message:
+                        self._lost()  # a message cut between its frames: out of step
+                    if whole:
+                        raise WsTimeout("no whole message within %d ms" % within_ms)
+                    raise
+                await self._read(hv[1:], 1, "its header", 1)
+            b0 = self._hdr[0]
+            b1 = self._hdr[1]
+            fin = b0 & 0x80
+            fop = b0 & 0x0F
+            if b0 & 0x70:
+                await self._fail(PROTOCOL_ERROR, "reserved bits set (no extension agreed)")
+            if b1 & 0x80:
+                await self._fail(PROTOCOL_ERROR, "the server masked a frame")
+            ln = b1 & 0x7F
+            if ln == 126:
+                await self._read(hv[2:], 2, "its length", 2)
+                ln = (self._hdr[2] << 8) | self._hdr[3]
+            elif ln == 127:
+                await self._read(hv[2:], 8, "its length", 2)
+                ln = 0
+                for i in range(2, 10):
+                    ln = (ln << 8) | self._hdr[i]
                     if ln > _SKIP_LIMIT:
                         await self._fail(TOO_BIG, "frame longer than %d bytes" % _SKIP_LIMIT)
-                    skip = True
-                    left = ln
-                    while left > 0:  # read through the message buffer, keep nothing
-                        k = min(left, self.max_message)
-                        await self._read_timed(self.message, k, self.read_timeout_ms)
-                        left -= k
-                else:
-                    await self._read_timed(self.message[n:], ln, self.read_timeout_ms)
-                    n += ln
-                if not fin:
-                    continue
-                if skip:
-                    self.oversize += 1
-                    op = -1
-                    continue
-                if op == TEXT and not valid_utf8(self._buf, 0, n):
-                    await self._fail(BAD_DATA, "text message is not valid UTF-8")
-                self.messages_in += 1
-                return op, n
-            except WsTimeout:
-                if op >= 0 or idle_ms is None:
-                    self._lost()  # mid-frame: the stream is out of step, the connection is dead
-                raise
+            if fop >= CLOSE:
+                if not fin or ln > 125:
+                    await self._fail(PROTOCOL_ERROR, "fragmented or long control frame")
+                await self._read(self._cv, ln, "a control frame's payload")
+                await self._control(fop, ln)
+                continue
+            if fop == CONT:
+                if op < 0:
+                    await self._fail(PROTOCOL_ERROR, "continuation without a message")
+            elif fop == TEXT or fop == BINARY:
+                if op >= 0:
+                    await self._fail(PROTOCOL_ERROR, "new message inside a fragmented one")
+                op = fop
+                n = 0
+                skip = False
+            else:
+                await self._fail(PROTOCOL_ERROR, "reserved opcode %d" % fop)
+            if skip or n + ln > self.max_message:
+                if ln > _SKIP_LIMIT:
+                    await self._fail(TOO_BIG, "frame longer than %d bytes" % _SKIP_LIMIT)
+                skip = True
+                left = ln
+                while left > 0:  # read through the message buffer, keep nothing
+                    k = min(left, self.max_message)
+                    await self._read(self.message, k, "an oversize message's payload")
+                    left -= k
+            else:
+                await self._read(self.message[n:], ln, "a message's payload")
+                n += ln
+            if not fin:
+                continue
+            if skip:
+                self.oversize += 1
+                op = -1
+                continue
+            if op == TEXT and not valid_utf8(self._buf, 0, n):
+                await self._fail(BAD_DATA, "text message is not valid UTF-8")
+            self.messages_in += 1
+            return op, n
 
     async def _control(self, fop, ln):
         if fop == PING:
@@ -478,13 +482,16 @@ class WebSocket:
             self.pongs += 1
         elif fop == CLOSE:
             code, reason = NO_STATUS, ""
+            if ln == 1:
+                await self._refuse_close(PROTOCOL_ERROR, "a close frame of 1 byte")
             if ln >= 2:
                 code = (self._ctrl[0] << 8) | self._ctrl[1]
-                try:
-                    reason = bytes(self._ctrl[2:ln]).decode()
-                except Exception:
-                    reason = ""
-            try:
+                if not close_code_ok(code):
+                    await self._refuse_close(PROTOCOL_ERROR, "close code %d" % code)
+                if not valid_utf8(self._ctrl, 2, ln):
+                    await self._refuse_close(BAD_DATA, "a close reason that is not UTF-8")
+                reason = bytes(self._ctrl[2:ln]).decode()
+            try:  # the close echoed: its code, or nothing for a close without one
                 await self.send(CLOSE, self._cv[:2] if ln >= 2 else b"")
             except WsError:
                 pass
@@ -493,6 +500,18 @@ class WebSocket:
             raise WsClosed(code, reason)
         else:
             await self._fail(PROTOCOL_ERROR, "reserved control opcode %d" % fop)
+
+    async def _refuse_close(self, code, what):
+        # An invalid close from the server: answered with our own close (1002 or 1007, RFC 6455
+        # section 7.4.1), not echoed; the server has closed, so nothing more is read.
+        try:
+            c = self._tx_code(code)
+            await self.send(CLOSE, c)
+        except WsError:
+            pass
+        self.close_code, self.close_reason = code, "invalid close"
+        await self.abort()
+        raise WsClosed(code, "the server's close is invalid (%s): answered %d" % (what, code))
 
     async def _fail(self, code, why):
         """Close with `code` and raise WsError(why): the stream cannot be trusted any more."""
@@ -504,24 +523,24 @@ class WebSocket:
     async def close(self, code=NORMAL, reason=""):
         """Send a close frame with `code`, wait briefly for the server's, close the socket."""
         if self.open:
-            c = bytearray(2)
-            c[0] = code >> 8
-            c[1] = code & 0xFF
             try:
-                await self.send(CLOSE, bytes(c) + reason.encode()[:120])
+                await self.send(CLOSE, self._tx_code(code) + reason.encode()[:120])
                 self.close_code, self.close_reason = code, reason
                 await _wait(self._await_close(), self.close_timeout_ms)
             except Exception:
                 pass
         await self.abort()
 
+    def _tx_code(self, code):
+        return bytes(((code >> 8) & 0xFF, code & 0xFF))
+
     async def _await_close(self):
         while True:  # frames after our close are read and dropped until the server's close
-            await self._read(self._hv, 2, self.close_timeout_ms)
+            await self._fill(self._hv, 2)
             ln = self._hdr[1] & 0x7F
             if ln >= 126:
                 return
-            await self._read(self.message, ln, self.close_timeout_ms)
+            await self._fill(self.message, ln)
             if self._hdr[0] & 0x0F == CLOSE:
                 return
 
@@ -544,18 +563,5 @@ class WebSocket:
 
 
 def default_ssl_context(cadata=None):
-    """A TLS client context: the server's certificate is checked against `cadata` (DER bytes)
-    when given, else against the system's CAs on CPython; MicroPython has no CA store, so
-    without `cadata` the certificate is not checked there (docs/links.md)."""
-    import ssl
-
-    if _MP:
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-        if cadata:
-            ctx.verify_mode = ssl.CERT_REQUIRED
-            ctx.load_verify_locations(cadata=cadata)
-        return ctx
-    ctx = ssl.create_default_context()
-    if cadata:
-        ctx.load_verify_locations(cadata=cadata)
-    return ctx
+    """master/net/http.py's TLS client context (the certificate checked against `cadata`)."""
+    return http.ssl_context(cadata)

@@ -159,16 +159,15 @@ def routes(svc, clock=ticks_ms):
 
 
 async def _http_answers(host, port):
-    # The server answers a request of its own (GET /ota) on the loopback.
+    # The server answers a request of its own (GET /ota) on the loopback (master/net/http.py).
+    from master.net import http
+
+    url = "http://%s:%d/ota" % ("127.0.0.1" if host == "0.0.0.0" else host, port)
     try:
-        r, w = await asyncio.open_connection("127.0.0.1" if host == "0.0.0.0" else host, port)
-        w.write(b"GET /ota HTTP/1.1\r\nHost: self\r\n\r\n")
-        await w.drain()
-        line = await asyncio.wait_for(r.readline(), 2)
-        w.close()
-        return line.startswith(b"HTTP/1.1 200") or line.startswith(b"HTTP/1.1 401")
+        status, _ = await http.request("GET", url, ms=2000, read_body=False)
     except Exception:
         return False
+    return status == 200 or status == 401
 
 
 async def supervise(svc, http, trial_ms, clock, diff, step_ms=500):
