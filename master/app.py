@@ -1,4 +1,11 @@
-# Wiring of the running master: UART edges, the sans-IO body, event log, timer, HTTP links, console link or aiorepl.
+# Wiring only: build the bus, start the UART edges and the timer, then start each configured link.
+#
+# `run(uarts, config, board)`: `config` is the master's /config.json (the links' sections:
+# http, events, nudge_url, idle, ota, xiaozhi); `board` is what the entry point knows of the
+# hardware and the host (its keys: BOARD below). Every link has one entry, `start(body, config)`,
+# given the Body (master/bus/body.py, the one interface a link gets) and the config with the
+# board under "board"; a link that serves HTTP returns its routes. A link whose section is not
+# configured is never imported, so a master without xiaozhi or an update key never loads them.
 import asyncio
 import time
 
@@ -8,6 +15,20 @@ from master.bus.hub import EventLog
 from master.edge import UartEdge
 
 TICK_MS = 20  # longest timer sleep: decoder idle (50 ms rule), 1 s timeouts, 15 s offline
+
+# board: what the entry point passes (boards/c6_master/main.py), each with its default
+BOARD = {
+    "mode": "two-port",  # or "one-port", with its `note`
+    "note": None,
+    "http": None,  # (host, port) of the HTTP API, or None
+    "console": None,  # "link": the JSON-lines link on stdin/stdout; "repl": aiorepl; None
+    "max_steps": 16,
+    "repl_globals": None,
+    "flash": "",  # the update's flash root
+    "reset": None,  # machine.reset
+    "trial_ms": 60000,  # an update's trial
+    "xiaozhi": None,  # {"ident", "set_clock", "reset"} when config names a xiaozhi server
+}
 
 body = None  # the live Body, for a developer at the REPL: `from master.app import body`
 
@@ -44,80 +65,73 @@ async def _timer(b):
         await asyncio.sleep_ms(wait)
 
 
-async def run(
-    uarts,
-    mode="two-port",
-    note=None,
-    http=None,
-    http_config=None,
-    console=None,
-    max_steps=16,
-    repl_globals=None,
-    xiaozhi=None,
-    ota_settings=None,
-    config=None,
-):
-    """Run the master for ever. `http`: (host, port) or None; `console`: "link" puts the
-    JSON-lines link on stdin/stdout, "repl" starts aiorepl when installed, None neither;
-    `xiaozhi`: (config, ident, set_clock, reset) of the xiaozhi link (master/links/xiaozhi_link.py);
-    `config`: the master's config (events, nudge_url, idle: master/links/sse.py, nudge.py, idle.py).
-    """
+def with_board(config, board=None):
+    """The links' config: the master's config with the board's keys (BOARD) under "board"."""
+    brd = dict(BOARD)
+    brd.update(board or {})
+    cfg = dict(config or {})
+    cfg["board"] = brd
+    return cfg
+
+
+async def run(uarts, config=None, board=None):
+    """Run the master for ever (or, with the console link, until its input ends)."""
     global body
-    b, edges = build(uarts, mode, note, max_steps)
+    cfg = with_board(config, board)
+    brd = cfg["board"]
+    b, edges = build(uarts, brd["mode"], brd["note"], brd["max_steps"])
     body = b
-    pairs = [("ports", sorted(uarts)), ("mode", mode)]
-    if note:
-        pairs.append(("note", note))
+    pairs = [("ports", sorted(uarts)), ("mode", brd["mode"])]
+    if brd["note"]:
+        pairs.append(("note", brd["note"]))
     log.emit("boot", pairs)
     start(b, edges)
-    start_loops(b, config)
-    svc = None
-    if _ota_on(
-        ota_settings, http_config
-    ):  # the update over the air (master/ota/service.py), its trial
-        from master.ota import routes as otalink
+    start_loops(b, cfg)
+    extra = None
+    if ota_on(cfg):  # the update over the air (master/ota/), its trial
+        from master.ota import routes as ota_routes
 
-        o = dict(ota_settings)
-        o["token"] = (http_config or {}).get("token")
-        svc = otalink.service(b, o)
-        trial_ms = o.get("trial_ms", 60000)
-        asyncio.create_task(otalink.supervise(svc, http, trial_ms, time.ticks_ms, time.ticks_diff))
-    if http:
+        extra = ota_routes.start(b, cfg)
+    if brd["http"]:
+        host, port = brd["http"]
         try:
-            await start_http(b, http[0], http[1], http_config, config, svc)
+            await start_http(b, cfg, extra)
         except Exception as e:  # the body keeps running without its HTTP link
-            log.emit("http_failed", [("host", http[0]), ("port", http[1]), ("error", repr(e))])
-    if xiaozhi:
-        start_xiaozhi(b, *xiaozhi)
-    if console == "link":
+            log.emit("http_failed", [("host", host), ("port", port), ("error", repr(e))])
+    if cfg.get("xiaozhi") and brd["xiaozhi"]:
+        from master.links import xiaozhi_link
+
+        xiaozhi_link.start(b, cfg)
+    if brd["console"] == "link":
         from master.links import jsonlines
 
-        await jsonlines.serve(b)
+        await jsonlines.start(b, cfg)
         return
-    if console == "repl":
-        try:
-            import aiorepl
-        except ImportError as e:
-            if "aiorepl" not in str(e):
-                raise  # a bug inside an installed aiorepl is not its absence
-            aiorepl = None
-            log.emit("repl", [("available", False), ("why", "aiorepl is not installed")])
-        if aiorepl:
-            g = repl_globals if repl_globals is not None else {}
-            g["body"] = b
-            asyncio.create_task(aiorepl.task(g))
+    if brd["console"] == "repl":
+        _repl(b, brd["repl_globals"])
     while True:
         await asyncio.sleep_ms(60000)
 
 
-def _ota_on(ota_settings, http_config):
-    # The update's routes and state cost heap: only with a token or a key configured, or when
-    # an update already runs (its ota.json), never on a master that cannot take one.
-    if ota_settings is None:
-        return False
-    if ota_settings.get("key") or (http_config or {}).get("token"):
+def _repl(b, g):
+    try:
+        import aiorepl
+    except ImportError as e:
+        if "aiorepl" not in str(e):
+            raise  # a bug inside an installed aiorepl is not its absence
+        log.emit("repl", [("available", False), ("why", "aiorepl is not installed")])
+        return
+    g = g if g is not None else {}
+    g["body"] = b
+    asyncio.create_task(aiorepl.task(g))
+
+
+def ota_on(config):
+    """Whether the update runs: a key or a token configured, or an update under way (its
+    ota.json): its routes and state cost heap, never on a master that cannot take one."""
+    if (config.get("ota") or {}).get("key") or (config.get("http") or {}).get("token"):
         return True
-    root = ota_settings.get("flash", "")
+    root = config["board"]["flash"]
     try:
         open((root + "/" if root else "") + "ota.json").close()
         return True
@@ -138,72 +152,39 @@ def start_loops(b, config=None):
     if config.get("nudge_url"):
         from master.links import nudge
 
-        try:
-            n = nudge.Nudger(b, b.clock, config)
-        except ValueError as e:
-            log.emit("error", [("where", "nudge_url"), ("error", str(e))])
-        else:
-            nudges = n
-            asyncio.create_task(n.run())
-            out["nudges"] = n
-    b.add_status_section("nudges", nudges.stats if nudges else _nudges_off)
+        nudges = nudge.start(b, config)
+        if nudges is not None:
+            out["nudges"] = nudges
+    if nudges is None:
+        b.add_status_section("nudges", _nudges_off)
     if config.get("idle") is not None:
         from master.bus import idle
 
-        try:
-            after = config.get("idle_after_s", 30)
-            ok = isinstance(after, int) and not isinstance(after, bool)
-            i = idle.Idle(b, config["idle"], after * 1000 if ok else -1)
-        except (ValueError, TypeError) as e:
-            log.emit("idle_refused", [("problems", [str(e)])])
-        else:
-            b.idle = i
-            b.add_status_section("idle", i.stats)
+        i = idle.start(b, config)
+        if i is not None:
             out["idle"] = i
     return out
 
 
-def http_routes(b, config=None, ota_service=None):
-    """Every HTTP route of the master: its own, the /events stream, MCP, Body Protocol, the
-    update's. `config`: the master's config ("events": master/links/sse.py DEFAULTS)."""
-    from master.links import bodyproto
-    from master.links import mcp
-    from master.links import routes
-    from master.links import sse
+def http_routes(b, config=None, extra=None):
+    """Every HTTP route of the master: its own, the /events stream, MCP, Body Protocol, and
+    `extra` (the update's)."""
+    from master.links import bodyproto, mcp, routes, sse
 
     config = config or {}
-    table = routes.routes(b)
-    events = sse.Events(b, b.stamp, config.get("events"))
-    b.add_status_section("events", events.stats)
-    table.update(events.routes())
-    table.update(mcp.routes(b))
-    table.update(bodyproto.routes(b))
-    if ota_service is not None:
-        from master.ota import routes as otalink
-
-        table.update(otalink.routes(ota_service))
+    table = routes.start(b, config)
+    table.update(sse.start(b, config))
+    table.update(mcp.start(b, config))
+    table.update(bodyproto.start(b, config))
+    if extra:
+        table.update(extra)
     return table
 
 
-async def start_http(b, host, port, http_config=None, config=None, ota_service=None):
+async def start_http(b, config, extra=None):
     from master.links import httpd
 
-    routes = http_routes(b, config, ota_service)
-    server = await httpd.serve(routes, host, port, http_config or {})
+    host, port = config["board"]["http"]
+    server = await httpd.serve(http_routes(b, config, extra), host, port, config.get("http") or {})
     log.emit("http", [("host", host), ("port", getattr(server, "port", port))])
     return server
-
-
-def start_xiaozhi(b, config, ident, set_clock=None, reset=None):
-    """The xiaozhi link as its own task (never raises: a bad config is said on the event log)."""
-    from master.links import mcp
-    from master.links import xiaozhi_link
-
-    try:
-        link = xiaozhi_link.start(b, config, ident, mcp.SERVER_INFO["version"], set_clock, reset)
-    except Exception as e:
-        log.emit("xiaozhi", [("what", "refused"), ("reason", repr(e))])
-        return None
-    if link is not None:
-        b.add_status_section("xiaozhi", link.status)
-    return link

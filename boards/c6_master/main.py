@@ -91,16 +91,15 @@ async def _wifi_watch(sta):
         await asyncio.sleep_ms(2000)
 
 
-def _xiaozhi(config, settings, sta):
-    # (config, ident, set_clock, reset) of the xiaozhi link, or None when it is not configured.
+def _xiaozhi(config, settings, sta, setup):
+    # The xiaozhi link's board part ({"ident", "set_clock", "reset"}) when a server is named.
     # settings.xiaozhi (an OTA URL) overrides /config.json's; settings.xiaozhi_id_file is where
     # the Client-Id is kept (a host keeps it beside its logs); settings.set_clock false leaves
     # the clock alone (a host's is right already).
-    cfg = config.get("xiaozhi")
     if settings.get("xiaozhi"):
-        cfg = {"ota_url": settings["xiaozhi"]}
-    if not cfg:
-        return None
+        config["xiaozhi"] = {"ota_url": settings["xiaozhi"]}
+    if not config.get("xiaozhi"):
+        return
     import os
 
     from master.links import xiaozhi_link
@@ -112,7 +111,8 @@ def _xiaozhi(config, settings, sta):
         mac = None
     keep = settings.get("xiaozhi_id_file", "/xiaozhi_client_id")
     ident = xiaozhi_link.identity(mac, machine.unique_id(), keep, os.urandom(16))
-    return cfg, ident, _set_clock if settings.get("set_clock", True) else None, machine.reset
+    clock = _set_clock if settings.get("set_clock", True) else None
+    setup["xiaozhi"] = {"ident": ident, "set_clock": clock, "reset": machine.reset}
 
 
 def _set_clock(epoch_ms, tz_min):
@@ -122,10 +122,10 @@ def _set_clock(epoch_ms, tz_min):
     machine.RTC().datetime((t[0], t[1], t[2], t[6], t[3], t[4], t[5], 0))
 
 
-async def _run(sta, *args):
+async def _run(sta, uarts, config, setup):
     if sta is not None:
         asyncio.create_task(_wifi_watch(sta))
-    await app.run(*args)
+    await app.run(uarts, config, setup)
 
 
 def _http(settings, config):
@@ -154,13 +154,20 @@ def main():
     http, wifi = _http(settings, config)
     sta = _wifi(config) if wifi else None
     console = settings.get("console", config.get("console", "repl"))  # "link", "repl" or "none"
-    args = (uarts, mode, note, http, config.get("http", {}), console)
-    ota = dict(config.get("ota") or {})  # the update key; the flash root and trial from settings
-    ota.update(flash=settings.get("flash", ""), reset=machine.reset)
-    ota["trial_ms"] = settings.get("ota_trial_ms", 60000)
+    setup = {  # what app.run needs of the board and host (master/app.py BOARD)
+        "mode": mode,
+        "note": note,
+        "http": http,
+        "console": console,
+        "max_steps": settings.get("max_steps", 16),
+        "repl_globals": globals(),
+        "flash": settings.get("flash", ""),  # the update's flash root and trial from settings
+        "reset": machine.reset,
+        "trial_ms": settings.get("ota_trial_ms", 60000),
+    }
     try:
-        xz = _xiaozhi(config, settings, sta)
-        asyncio.run(_run(sta, *args, settings.get("max_steps", 16), globals(), xz, ota, config))
+        _xiaozhi(config, settings, sta, setup)
+        asyncio.run(_run(sta, uarts, config, setup))
     except Exception as e:  # a crash: say why, then reset and announce afresh, as an organ does
         log.crash(e)
         time.sleep_ms(1000)

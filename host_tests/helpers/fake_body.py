@@ -311,8 +311,8 @@ class ServerThread:
             raise RuntimeError("handler bug")
 
         routes = {("GET", "/menu"): menu, ("POST", "/plan"): plan_route, ("GET", "/boom"): boom}
-        routes.update(mcp.routes(body))
-        routes.update(bodyproto.routes(body))
+        routes.update(mcp.start(body, {}))
+        routes.update(bodyproto.start(body, {}))
         if self.extra:
             routes.update(self.extra)
 

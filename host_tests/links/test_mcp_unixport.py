@@ -67,8 +67,8 @@ async def fail_accepts(req):
 
 async def main(port, token, min_free):
     routes = {("GET", "/_mem"): mem, ("POST", "/_fake"): fake, ("POST", "/_fail_accepts"): fail_accepts}
-    routes.update(mcp.routes(body))
-    routes.update(bodyproto.routes(body))
+    routes.update(mcp.start(body, {}))
+    routes.update(bodyproto.start(body, {}))
     srv[0] = await httpd.serve(routes, "127.0.0.1", port, {"token": token, "header_timeout_ms": 2000, "min_free": min_free})
     gc.collect()
     print(json.dumps({"event": "http", "port": port, "free": gc.mem_free()}))
@@ -85,22 +85,22 @@ AUTH = {"Authorization": "Bearer " + TOKEN}
 @pytest.fixture(scope="module")
 def mpy_dir(tmp_path_factory):
     d = tmp_path_factory.mktemp("mpy")
-    os.makedirs(d / "master")
-    os.makedirs(d / "organbus")
     import platform
 
     # the core has viper code (organbus.utf8, jsonread): compiled for this host, as a board's is
     arch = {"x86_64": "x64", "AMD64": "x64", "aarch64": "arm64"}.get(platform.machine())
     march = ["-march=" + arch] if arch else []
-    # the links and what they import: the route table, the outcome kinds, the plan path's core
-    for pkg, name in [
-        ("master", n)
-        for n in ("httpd", "mcp", "mcpstream", "bodyproto", "bodyclamp", "routes", "outcome")
-    ] + [("organbus", n) for n in ("__init__", "jsonread", "plan", "menu", "utf8", "ticks")]:
-        src = os.path.join(ROOT, "lib" if pkg == "organbus" else "", pkg, name + ".py")
-        subprocess.run(
-            [mpy_cross_exe()] + march + [src, "-o", str(d / pkg / (name + ".mpy"))], check=True
-        )
+    # the whole master/ tree (only what the links import is loaded) and the plan path's core
+    srcs = []
+    for top, _, names in os.walk(os.path.join(ROOT, "master")):
+        srcs += [os.path.join(top, n) for n in names if n.endswith(".py")]
+    core = ("__init__", "jsonread", "plan", "menu", "utf8", "ticks")
+    srcs += [os.path.join(ROOT, "lib", "organbus", n + ".py") for n in core]
+    for src in srcs:
+        rel = os.path.relpath(src, os.path.join(ROOT, "lib" if "/lib/" in src else ""))
+        out = d / (rel[:-3] + ".mpy")
+        os.makedirs(out.parent, exist_ok=True)
+        subprocess.run([mpy_cross_exe()] + march + [src, "-o", str(out)], check=True)
     src = os.path.join(ROOT, "host_tests", "helpers", "fake_body.py")
     subprocess.run([mpy_cross_exe(), src, "-o", str(d / "fake_body.mpy")], check=True)
     (d / "links_runner.py").write_text(RUNNER)

@@ -10,7 +10,7 @@ UNIX_PORT = True
 
 def test_routes_table():
     rig = mf.standard_rig()
-    routes = _routes.routes(rig.body)
+    routes = _routes.start(rig.body, {})
     assert sorted(routes) == [("GET", "/menu"), ("GET", "/status"), ("POST", "/plan")], routes
 
     class Req:

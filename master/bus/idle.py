@@ -119,3 +119,18 @@ class Idle:
             "started": self.started,
             "preempted": self.preempted,
         }
+
+
+def start(body, config):
+    """The loop of config's "idle" plan after "idle_after_s" (default 30) quiet seconds, its
+    counters in /status; None when the config is refused (said on the event log)."""
+    after = config.get("idle_after_s", 30)
+    ok = isinstance(after, int) and not isinstance(after, bool)
+    try:
+        i = Idle(body, config["idle"], after * 1000 if ok else -1)
+    except (ValueError, TypeError) as e:
+        log.emit("idle_refused", [("problems", [str(e)])])
+        return None
+    body.idle = i
+    body.add_status_section("idle", i.stats)
+    return i

@@ -200,8 +200,8 @@ def _noted(answer, notes):
     return answer
 
 
-def routes(body):
-    """Body Protocol v1 routes for httpd.serve."""
+def start(body, config):
+    """The link's entry: the Body Protocol v1 routes for httpd.serve."""
     bp = BodyProtocol(body)
     return {
         ("POST", "/status"): Fed(bp.status, _drop),  # bodies these two never read: not kept

@@ -91,3 +91,8 @@ async def serve(body, stream=None, write=None):
         if not line.strip():
             continue
         asyncio.create_task(one(line))
+
+
+def start(body, config):
+    """The link's entry: serve stdin/stdout until its input ends (await it)."""
+    return serve(body)

@@ -637,8 +637,9 @@ def _arg_dups(dups, prefix):
     return out
 
 
-def routes(body):
-    """The MCP routes for httpd.serve: POST (messages), GET (the session's stream), DELETE."""
+def start(body, config):
+    """The link's entry: the MCP routes for httpd.serve: POST (messages), GET (the session's
+    stream), DELETE."""
     srv = McpServer(body)
     body.add_status_section("mcp", srv.stats)
     return {("POST", "/mcp"): srv.handle, ("GET", "/mcp"): srv.stream, ("DELETE", "/mcp"): srv.end}

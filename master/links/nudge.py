@@ -9,6 +9,7 @@ import json
 
 import asyncio
 
+from organbus import log
 from organbus.ticks import ticks_diff
 from master.net import http
 
@@ -172,3 +173,16 @@ async def post_json(parts, text, timeout_ms, buf=None):
         read_body=False,
     )
     return status
+
+
+def start(body, config):
+    """The link's entry: the Nudger of config's nudge_url as its own task, its counters in
+    /status; None when the config is refused (said on the event log)."""
+    try:
+        n = Nudger(body, body.clock, config)
+    except ValueError as e:
+        log.emit("error", [("where", "nudge_url"), ("error", str(e))])
+        return None
+    asyncio.create_task(n.run())
+    body.add_status_section("nudges", n.stats)
+    return n

@@ -53,8 +53,8 @@ def menu_pieces(body):
     return doc
 
 
-def routes(body):
-    """{(method, path): handler} for master.links.httpd.serve over a Body."""
+def start(body, config):
+    """The link's entry: {(method, path): handler} for httpd.serve over a Body."""
 
     async def get_menu(req):
         return 200, menu_pieces(body), None

@@ -146,3 +146,11 @@ class Events:
 
     def routes(self):
         return {("GET", "/events"): self.handle}
+
+
+def start(body, config):
+    """The link's entry: the /events route over the Body's hub (config "events": DEFAULTS),
+    its counters in /status."""
+    events = Events(body, body.stamp, config.get("events"))
+    body.add_status_section("events", events.stats)
+    return events.routes()

@@ -76,7 +76,25 @@ def identity(mac, uid, client_id_path, rand16):
     return {"device_id": format_id(raw or b"\x00"), "client_id": client_id(client_id_path, rand16)}
 
 
-def start(body, config, ident, version="0.1.0", set_clock=None, reset=None):
+def start(body, config):
+    """The link's entry: config "xiaozhi" ({"ota_url"}) and the board's "xiaozhi" ({"ident",
+    "set_clock", "reset"}); the Link as its own task, its /status section, or None (the
+    reason on the event log; never raises)."""
+    from master.links.mcp import SERVER_INFO
+
+    xz = config["board"]["xiaozhi"]
+    try:
+        link = open_link(body, config.get("xiaozhi"), xz["ident"], SERVER_INFO["version"],
+                         xz.get("set_clock"), xz.get("reset"))  # fmt: skip
+    except Exception as e:
+        log.emit("xiaozhi", [("what", "refused"), ("reason", repr(e))])
+        return None
+    if link is not None:
+        body.add_status_section("xiaozhi", link.status)
+    return link
+
+
+def open_link(body, config, ident, version="0.1.0", set_clock=None, reset=None):
     """Start the link as its own task; the Link, or None (the reason on the event log)."""
     url = config.get("ota_url") if isinstance(config, dict) else None
     if not isinstance(url, str) or not (url.startswith("http://") or url.startswith("https://")):

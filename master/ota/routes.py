@@ -188,3 +188,17 @@ async def supervise(svc, http, trial_ms, clock, diff, step_ms=500):
         await _sleep_ms(step_ms)
     svc.fail_trial("trial of %d ms ended: %s" % (trial_ms, why))
     await _reset_soon(svc)
+
+
+def start(body, config):
+    """The update's entry: its Service from config "ota" ({"key", "upload_ms"}), the HTTP
+    token and the board's flash root and reset, the trial's supervisor task; returns the
+    update's routes."""
+    brd = config["board"]
+    o = dict(config.get("ota") or {})
+    o["token"] = (config.get("http") or {}).get("token")
+    o["flash"] = brd["flash"]
+    o["reset"] = brd["reset"]
+    svc = service(body, o)
+    asyncio.create_task(supervise(svc, brd["http"], brd["trial_ms"], ticks_ms, ticks_diff))
+    return routes(svc)
