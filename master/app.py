@@ -7,6 +7,7 @@
 # board under "board"; a link that serves HTTP returns its routes. A link whose section is not
 # configured is never imported, so a master without xiaozhi or an update key never loads them.
 import asyncio
+import sys
 import time
 
 from organbus import log
@@ -89,9 +90,9 @@ async def run(uarts, config=None, board=None):
     start_loops(b, cfg)
     extra = None
     if ota_on(cfg):  # the update over the air (master/ota/), its trial
-        from master.ota import routes as ota_routes
-
-        extra = ota_routes.start(b, cfg)
+        ota_routes = _link("ota", "routes")
+        if ota_routes:
+            extra = ota_routes.start(b, cfg)
     if brd["http"]:
         host, port = brd["http"]
         try:
@@ -99,18 +100,36 @@ async def run(uarts, config=None, board=None):
         except Exception as e:  # the body keeps running without its HTTP link
             log.emit("http_failed", [("host", host), ("port", port), ("error", repr(e))])
     if cfg.get("xiaozhi") and brd["xiaozhi"]:
-        from master.links import xiaozhi_link
-
-        xiaozhi_link.start(b, cfg)
+        xiaozhi_link = _link("links", "xiaozhi_link")
+        if xiaozhi_link:
+            xiaozhi_link.start(b, cfg)
     if brd["console"] == "link":
-        from master.links import jsonlines
-
-        await jsonlines.start(b, cfg)
-        return
+        jsonlines = _link("links", "jsonlines")
+        if jsonlines:
+            await jsonlines.start(b, cfg)
+            return
     if brd["console"] == "repl":
         _repl(b, brd["repl_globals"])
     while True:
         await asyncio.sleep_ms(60000)
+
+
+def _link(room, name):
+    """master.<room>.<name>, or None when the board lacks it: a link its config names but
+    tools/flash.py did not install (it installs those the config it writes names) is said on
+    the event log, and the body runs without it."""
+    full = "master.%s.%s" % (room, name)
+    try:
+        __import__(full)
+        return sys.modules[full]
+    except ImportError as e:
+        if name not in str(e):
+            raise  # a bug inside an installed link is not its absence
+        why = "configured but not installed: %s (flash the master again with the option "
+        log.emit(
+            "error", [("where", "%s.%s" % (room, name)), ("error", why % e + "that names it)")]
+        )
+        return None
 
 
 def _repl(b, g):
@@ -150,9 +169,8 @@ def start_loops(b, config=None):
     out = {}
     nudges = None
     if config.get("nudge_url"):
-        from master.links import nudge
-
-        nudges = nudge.start(b, config)
+        nudge = _link("links", "nudge")
+        nudges = nudge.start(b, config) if nudge else None
         if nudges is not None:
             out["nudges"] = nudges
     if nudges is None:

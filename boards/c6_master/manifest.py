@@ -1,7 +1,8 @@
-# Frozen into the organbus master firmware: the port's defaults, aiorepl, the protocol core, master/.
+# Frozen into the organbus master firmware: the port's defaults, aiorepl, the protocol core, the master and its links.
 include("$(PORT_DIR)/boards/manifest.py")
 require("aiorepl")
 
 include("../../lib/organbus/manifest.py")
 
-package("master", base_path="../..")
+# every link; a board without some names them off, e.g. include(..., xiaozhi=False, ota=False)
+include("../../master/manifest.py")

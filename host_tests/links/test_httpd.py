@@ -372,12 +372,12 @@ def _statuses_sent_by_the_master():
     pat = re.compile(r"(?:HttpError|OtaError)\(\s*([1-5]\d\d)\b|return \(?\s*([1-5]\d\d),"
                      r"|_send\(\s*writer,\s*([1-5]\d\d)\b|\"([1-5]\d\d) ")  # fmt: skip
     found = {}
-    d = os.path.join(ROOT, "master")
-    for name in sorted(os.listdir(d)):
-        if name.endswith(".py"):
-            with open(os.path.join(d, name)) as f:
-                for m in pat.finditer(f.read()):
-                    found.setdefault(int([g for g in m.groups() if g][0]), name)
+    for top, _, names in sorted(os.walk(os.path.join(ROOT, "master"))):
+        for name in sorted(names):
+            if name.endswith(".py"):
+                with open(os.path.join(top, name)) as f:
+                    for m in pat.finditer(f.read()):
+                        found.setdefault(int([g for g in m.groups() if g][0]), name)
     return found
 
 

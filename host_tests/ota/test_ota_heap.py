@@ -172,7 +172,7 @@ def test_heap_during_an_upload_stays_within_8k_of_idle(tmp_path):
         t_up = time.monotonic()
         data = _refused_bundle()
         status, answer = tool.Master("http://%s:%d" % vb.http, TOKEN).push(
-            data, lambda sent, total: time.sleep(0.002), chunk=2048
+            data, lambda sent, total: time.sleep(0.02), chunk=2048  # >= 2.6 s: plans overlap it
         )
         time.sleep(0.3)
         t_end = time.monotonic()
@@ -213,7 +213,7 @@ def test_plans_run_to_completion_while_an_update_uploads_at_the_measured_need(tm
 
         def upload():
             result["push"] = tool.Master("http://%s:%d" % vb.http, TOKEN).push(
-                data, lambda sent, total: time.sleep(0.002), chunk=2048
+                data, lambda sent, total: time.sleep(0.02), chunk=2048  # >= 2.6 s: plans overlap it
             )
 
         t = threading.Thread(target=upload)

@@ -110,3 +110,31 @@ def test_a_role_takes_its_core_modules_from_the_core_list():
         mods = {dest for _, dest in roles.role_files(role)["modules"]}
         from_core = {m for m in mods if m.startswith("organbus/")}
         assert from_core and from_core <= core, (role, from_core - core)
+
+
+def test_the_master_manifests_name_every_module_once():
+    # master/manifest.py and the links' own manifests are the one source for a frozen build and
+    # for tools/flash.py: every module of master/ is in them, and nothing else
+    tree = set()
+    for path in _files("master"):
+        rel = os.path.relpath(path, ROOT).replace(os.sep, "/")
+        if not rel.endswith("manifest.py") and "/mqtt/" not in rel:  # MQTT: not wired yet
+            tree.add(rel)
+    named = [dest for _, dest in roles.manifest_files(roles.MASTER_MANIFEST)]
+    assert len(named) == len(set(named))
+    assert set(named) == tree, (sorted(tree - set(named)), sorted(set(named) - tree))
+    with open(os.path.join(ROOT, "boards", "c6_master", "manifest.py")) as f:
+        assert 'include("../../master/manifest.py")' in f.read()
+
+
+def test_a_usb_install_takes_only_the_links_its_config_names():
+    full = [d for _, d in roles.role_files("master")["modules"]]
+    bare = [d for _, d in roles.role_files("master", links=roles.master_links({}))["modules"]]
+    gone = sorted(set(full) - set(bare))
+    assert gone == [d for d in full if d.startswith(("master/links/xiaozhi", "master/links/nudge",
+                    "master/links/jsonlines", "master/net/", "master/ota/"))], gone  # fmt: skip
+    assert "master/links/httpd.py" in bare and "master/bus/body.py" in bare, bare
+    cfg = {"xiaozhi": {"ota_url": "http://x/"}, "http": {"token": "t"}}
+    some = [d for _, d in roles.role_files("master", links=roles.master_links(cfg))["modules"]]
+    assert "master/links/xiaozhi_link.py" in some and "master/ota/service.py" in some, some
+    assert "master/links/jsonlines.py" not in some, some

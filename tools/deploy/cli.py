@@ -23,7 +23,7 @@ from deploy.firmware import check_firmware_file, esptool_cmds, wait_for_repl
 from deploy.install import _write_config, compile_plan, config_json, copy_commands, frozen_in
 from deploy.mount import mount
 from deploy.probe import check_externals, check_probe, probe
-from deploy.roles import role_files
+from deploy.roles import master_links, role_files
 from deploy.verify import verify
 
 USAGE = """Put a role on a board.
@@ -122,7 +122,6 @@ def deploy(args):
     arch = args.arch or board["arch"]
     if arch not in ARCH_IDS:
         raise FlashError("unknown --arch %r: one of %s" % (arch, ", ".join(sorted(ARCH_IDS))))
-    files = role_files(role, board)
     if role != "master" and (
         args.wifi_ssid or args.wifi_password or args.token or args.console or args.xiaozhi_ota_url
     ):
@@ -134,6 +133,11 @@ def deploy(args):
     if ota is not None and not (ota.startswith("http://") or ota.startswith("https://")):
         raise FlashError("--xiaozhi-ota-url %r must start with http:// or https://" % ota)
     cfg = config_json(args) if role == "master" else None
+    # the master's links: those the config written names (no config written: every link)
+    links = master_links(cfg) if cfg is not None else None
+    if links is not None:
+        links["nudge"] = True  # no option names nudge_url: /config.json gets it by hand
+    files = role_files(role, board, links)
     dry = args.dry_run
     step = [0]
 

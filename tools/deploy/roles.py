@@ -85,10 +85,85 @@ def write_package_json(path=None):
     return path
 
 
-def role_files(role, board=None):
+class _Options:
+    # manifestfile's IncludeOptions: options.NAME is the include()'s keyword, else its default
+    def __init__(self, kwargs):
+        self._kwargs = kwargs
+        self._defaults = {}
+
+    def defaults(self, **kwargs):
+        self._defaults = kwargs
+
+    def __getattr__(self, name):
+        return self._kwargs.get(name, self._defaults.get(name))
+
+
+def manifest_files(path, **options):
+    """[(src, dest)] that a manifest of this tree freezes (MicroPython's manifestfile: its
+    package(), module() and include() with options, as the master's manifests use them), so
+    that a USB install and a frozen build take their files from the same source."""
+    out = []
+    seen = set()
+
+    def run(mpath, opts):
+        mpath = os.path.abspath(mpath)
+        if os.path.isdir(mpath):
+            mpath = os.path.join(mpath, "manifest.py")
+        if mpath in seen:
+            return
+        seen.add(mpath)
+        here = os.path.dirname(mpath)
+
+        def package(package_path, files=None, base_path=".", opt=None):
+            top = os.path.normpath(os.path.join(here, base_path))
+            if files is None:
+                files = []
+                for d, _, names in os.walk(os.path.join(top, package_path)):
+                    rel = os.path.relpath(d, os.path.join(top, package_path))
+                    files += [
+                        os.path.normpath(os.path.join(rel, n)) for n in names if n.endswith(".py")
+                    ]
+            for f in files:
+                dest = (package_path + "/" + f).replace(os.sep, "/")
+                out.append((os.path.join(top, package_path, f), dest))
+
+        def module(module_path, base_path=".", opt=None):
+            top = os.path.normpath(os.path.join(here, base_path))
+            out.append((os.path.join(top, module_path), module_path))
+
+        def include(p, **kw):
+            run(os.path.join(here, p), kw)
+
+        with open(mpath, encoding="utf-8") as f:
+            code = compile(f.read(), mpath, "exec")
+        g = {"package": package, "module": module, "include": include, "options": _Options(opts)}
+        exec(code, g)
+
+    run(path, options)
+    return sorted(set(out), key=lambda m: m[1])
+
+
+MASTER_MANIFEST = os.path.join(ROOT, "master", "manifest.py")
+
+
+def master_links(config):
+    """The optional links (master/manifest.py's options) a master with this /config.json runs."""
+    config = config or {}
+    return {
+        "console": config.get("console") == "link",
+        "nudge": bool(config.get("nudge_url")),
+        "xiaozhi": bool(config.get("xiaozhi")),
+        "ota": bool(
+            (config.get("ota") or {}).get("key") or (config.get("http") or {}).get("token")
+        ),
+    }
+
+
+def role_files(role, board=None, links=None):
     """What a role needs on the board: {"modules": [(src, dest)], "data": [(src, dest)],
     "externals": {name: required}} where dest is relative to /lib and externals are modules the
-    firmware must provide (required unless every import of it is conditional)."""
+    firmware must provide (required unless every import of it is conditional). `links`: the
+    master's optional links (master_links) when only those are to be installed; None: all."""
     bdir = board_dir(role)
     entry = os.path.join(bdir, "main.py")
     if not os.path.isfile(entry):
@@ -103,6 +178,11 @@ def role_files(role, board=None):
             raise FlashError("extra module %r of %s is not in lib/ or a package" % (extra, role))
         todo.append((r[0], extra))
         modules[extra] = r
+    if role == "master":  # its links load by name (master/app.py): the manifests name them
+        for src, dest in manifest_files(MASTER_MANIFEST, **(links or {})):
+            name = dest[:-3].replace("/", ".").replace(".__init__", "")
+            todo.append((src, name))
+            modules[name] = (src, dest)
     seen = set()
     while todo:
         path, modname = todo.pop()
@@ -119,6 +199,11 @@ def role_files(role, board=None):
                 top = name.split(".")[0]
                 if _resolve(top) is None:
                     externals[top] = externals.get(top, False) or not in_try
+    if role == "master" and links is not None:  # only the links the config names
+        keep = set(dest for _, dest in manifest_files(MASTER_MANIFEST, **links))
+        modules = dict(
+            (k, v) for k, v in modules.items() if not v[1].startswith("master/") or v[1] in keep
+        )
     # Data files (e.g. the voice's lexicon) sit beside the package modules that open them.
     data = []
     pkg_dirs = sorted({os.path.dirname(src) for src, dest in modules.values() if "/" in dest})

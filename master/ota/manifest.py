@@ -1,0 +1,4 @@
+# The update over the air (config "ota" key, or an HTTP token): its service and its routes on the HTTP link.
+include("../links/http.manifest.py")
+include("../net/manifest.py")
+package("master/ota", files=["__init__.py", "service.py", "routes.py"], base_path="../..")
