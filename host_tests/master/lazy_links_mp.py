@@ -1,5 +1,6 @@
 # Runs app.run on the unix port for a config from argv, then prints the master modules it imported.
 import asyncio
+import gc
 import json
 import sys
 
@@ -25,6 +26,8 @@ async def main(config, port):
     board["xiaozhi"] = {"ident": {"device_id": "aa:bb:cc:dd:ee:01", "client_id": "x"}}
     asyncio.create_task(app.run({1: QuietUart()}, config, board))
     await asyncio.sleep_ms(600)
+    gc.collect()
+    print("heap in use:", gc.mem_alloc())  # docs/master.md: what the unconfigured links save
     print(json.dumps(sorted(m for m in sys.modules if m.startswith("master"))))
 
 

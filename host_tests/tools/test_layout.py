@@ -138,3 +138,45 @@ def test_a_usb_install_takes_only_the_links_its_config_names():
     some = [d for _, d in roles.role_files("master", links=roles.master_links(cfg))["modules"]]
     assert "master/links/xiaozhi_link.py" in some and "master/ota/service.py" in some, some
     assert "master/links/jsonlines.py" not in some, some
+
+
+LINK_MANIFESTS = ("master/links/http.manifest.py", "master/links/console.manifest.py",
+                  "master/links/nudge.manifest.py", "master/links/xiaozhi.manifest.py",
+                  "master/net/manifest.py", "master/ota/manifest.py")  # fmt: skip
+BUS_INSIDES = ("registry", "scheduler", "owners", "port", "status", "recent")
+
+
+def _master_imports(path):
+    text = open(path, encoding="utf-8").read()
+    found = re.findall(r"^\s*from (master(?:\.\w+)*) import ([\w, ]+)", text, re.M)
+    out = set()
+    for base, names in found:
+        for n in names.split(","):
+            n = n.strip().split(" ")[0]
+            out.add(base + "." + n)
+    return out, text
+
+
+def test_links_reach_the_bus_only_through_the_body_and_other_links_only_as_declared():
+    # a link's declared dependencies are the manifests its own manifest includes
+    owner = {}
+    for m in LINK_MANIFESTS:
+        files = roles.manifest_files(os.path.join(ROOT, m))
+        for src, dest in files:
+            if dest not in owner or len(files) < len(owner[dest]):
+                owner[dest] = files
+    bad = []
+    for dest, files in sorted(owner.items()):
+        mods = set(d[:-3].replace("/", ".").replace(".__init__", "") for _, d in files)
+        imports, text = _master_imports(os.path.join(ROOT, dest))
+        for name in sorted(imports):
+            if name.startswith("master.bus."):
+                if name.split(".")[2] in BUS_INSIDES:
+                    bad.append("%s imports %s" % (dest, name))
+            elif name not in mods and name.rpartition(".")[0] not in mods:
+                bad.append("%s imports %s, not in its manifest's dependencies" % (dest, name))
+        for inside in ("registry", "scheduler", "owners", "sheet", "hub"):
+            if re.search(r"\bbody\.%s\b" % inside, text):
+                bad.append("%s reads body.%s" % (dest, inside))
+    assert len(owner) > 15, sorted(owner)
+    assert not bad, bad
