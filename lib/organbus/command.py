@@ -5,10 +5,9 @@ import sys
 
 import micropython
 
-from organbus.utf8 import clip_text, truncate_utf8, valid_utf8  # noqa: F401 (re-exported)
+from organbus.utf8 import MAX_TEXT, clip_text, truncate_utf8, valid_utf8  # noqa: F401 (re-exported)
 
 EVENT_DONE = 1
-MAX_TEXT = 240
 
 
 class CommandError(ValueError):

@@ -3,13 +3,12 @@ import math
 import struct
 import sys
 
-from organbus.utf8 import valid_utf8
+from organbus.utf8 import MAX_TEXT, valid_utf8
 
 EXEC_TYPES = ("immediate", "continuous", "periodic", "event_driven")
 PARAM_TYPES = ("int", "float", "string", "bool")
 MAX_CAPABILITIES = 8
 MAX_PARAMS = 6
-MAX_TEXT = 240
 F32_MAX = 3.4028234663852886e38
 _F32_OVERFLOW = 3.4028235677973366e38  # halfway to 2**128: from here on an f32 is inf
 
@@ -195,7 +194,8 @@ def _check_rules(d):
                     raise DescriptorError("%s: the text param must be the last param" % pat)
                 if lo < 0 or hi > MAX_TEXT:
                     raise DescriptorError(
-                        "%s: text length bounds %r..%r must be within 0..240" % (pat, lo, hi)
+                        "%s: text length bounds %r..%r must be within 0..%d"
+                        % (pat, lo, hi, MAX_TEXT)
                     )
             _check_utf8_len(pat, ".unit", p["unit"], 0, 7)
 

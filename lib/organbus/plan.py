@@ -7,12 +7,11 @@
 from organbus import jsonread
 from organbus.jsonread import JsonError, Lone
 from organbus.jsonread import quote as _quote
-from organbus.utf8 import clip_text, first_invalid
+from organbus.utf8 import MAX_TEXT, clip_text, first_invalid
 
 MAX_PLAN_BYTES = 4096  # the one size limit of a plan body, on every link (more: TooLarge)
 MAX_DEPTH = jsonread.MAX_DEPTH
 MAX_STEPS = 16  # the menu's max_steps unless a body says otherwise
-TEXT_CLAMP = 240  # bytes: the master clamps `text` to this at a character boundary
 TASK_ID_MAX = 15  # bytes
 F32_MAX = 3.4028234663852886e38  # numbers travel as IEEE-754 binary32
 _INF = float("inf")
@@ -144,10 +143,10 @@ def _check_param(where, p, v, problems, notes):
             problems.append("%s: expected a string, got %s" % (where, _kind(v)))
             return None
         n = _utf8_len(v)
-        if n > TEXT_CLAMP:
-            v = clip_text(v, TEXT_CLAMP)
+        if n > MAX_TEXT:
+            v = clip_text(v, MAX_TEXT)
             notes.append(
-                "%s: %d bytes, clamped to %d at a character boundary" % (where, n, TEXT_CLAMP)
+                "%s: %d bytes, clamped to %d at a character boundary" % (where, n, MAX_TEXT)
             )
         elif n < p["min"] or n > p["max"]:
             notes.append(

@@ -1,6 +1,8 @@
 # Strict UTF-8 checks that behave the same on CPython and MicroPython (no overlongs, surrogates or > U+10FFFF).
 import sys
 
+MAX_TEXT = 240  # bytes: the longest text a parameter carries on the wire (PROTOCOL.md)
+
 
 def _seq_len(buf, i, end):
     """Length of the valid UTF-8 sequence at buf[i], or 0 if it is not one."""

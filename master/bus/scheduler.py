@@ -18,19 +18,8 @@ _IDLE_MS = const(60000)  # poll's answer with nothing in flight
 SETTLE_MS = const(250)  # after a timeout the link stays quiet this long: a late answer is not
 # taken for the next COMMAND's (the wire has no sequence numbers)
 
-# step states; the final ones are the report's statuses
-PENDING = "pending"
-SENT = "sent"  # COMMAND on the wire, waiting for COMMAND_RESP
-RUNNING = "running"  # continuous, answered 0, waiting for EVENT or max_duration_ms
-DONE = "done"
-STARTED = "started"
-STOPPED = "stopped"
-REFUSED = "refused"
-TIMEOUT = "timeout"
-OFFLINE = "offline"
-SKIPPED = "skipped"
-GOOD = (DONE, STARTED)
-FINAL = (DONE, STARTED, STOPPED, REFUSED, TIMEOUT, OFFLINE, SKIPPED)
+from master.bus.outcome import DONE, FINAL, GOOD, OFFLINE, PENDING, REFUSED, RUNNING  # noqa: F401
+from master.bus.outcome import SENT, SKIPPED, STARTED, STOPPED, TIMEOUT  # noqa: F401
 
 
 class Step:

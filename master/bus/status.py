@@ -8,8 +8,10 @@
 # `document(now)` builds the dict (only when asked).
 from organbus.ticks import ticks_diff
 
+from master.bus.outcome import FINAL
+
 _HEARS = ("plan", "rejected", "offline", "decoder")  # and organ EVENTs, counted by the hub
-_STEP_ENDS = ("done", "started", "stopped", "refused", "timeout", "offline", "skipped")
+_STEP_ENDS = FINAL
 
 
 class Status:

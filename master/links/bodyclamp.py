@@ -2,7 +2,7 @@
 #
 # The strict reader (organbus.jsonread) cuts every string out whole, twice: a 3.9 KB /speak
 # body, under the 4 KB limit, found no free block that size at 80 KB and got 503. The speaker
-# says 240 bytes of a text at most (plan.TEXT_CLAMP), so `Clamp.read` walks the body's pieces
+# says 240 bytes of a text at most (utf8.MAX_TEXT), so `Clamp.read` walks the body's pieces
 # (httpd Request.pieces) once, byte by byte, writing into one buffer taken at boot everything
 # but the tail of each long string: a string keeps its first `limit` bytes of text, at a
 # character boundary (and no more than 2 * `limit` bytes of its JSON, when escapes spell it).

@@ -13,17 +13,18 @@ import asyncio
 from micropython import const
 
 from organbus import jsonread
-from organbus.plan import TEXT_CLAMP, one_step
+from organbus.plan import one_step
+from organbus.utf8 import MAX_TEXT
 
 from master.links.bodyclamp import Clamp, Overflow
 from master.links.httpd import Fed, HttpError
-from master.bus.outcome import ACCEPTED
+from master.bus.outcome import ACCEPTED, GOOD, OFFLINE, REFUSED, TIMEOUT
 from master.links.routes import STATUS
 
 ANSWER_MS = const(2000)  # the most a request waits for its organ's COMMAND_RESP
 MAX_QUEUED = const(2)  # steps answered 202 still waiting for their group
 # Every body is read as it comes through `Clamp` (master/links/bodyclamp.py, an httpd.Fed route):
-# its strings cut to the TEXT_CLAMP bytes the master forwards, never kept or cut out whole (a
+# its strings cut to the MAX_TEXT bytes the master forwards, never kept or cut out whole (a
 # 3.9 KB /speak found no such block at 80 KB); the buffer holds the body once cut ({"text"}
 # with 480 bytes of escaped JSON fits). The Clamp (about 1.4 KB on the 64-bit unix port once
 # it has read, its buffer and its state) is made at the first Body Protocol request and kept:
@@ -33,11 +34,11 @@ _CLAMPED = const(512)
 LOOK_TEXT = "This body has no camera: it cannot see anything."
 
 # HTTP status for a step that did not get accepted by its organ, by final step status.
-_FAIL_STATUS = {"refused": 502, "timeout": 504, "offline": 503}
+_FAIL_STATUS = {REFUSED: 502, TIMEOUT: 504, OFFLINE: 503}
 _WHY = {
-    "refused": "the organ refused the command",
-    "timeout": "the organ did not answer in time",
-    "offline": "the organ went offline",
+    REFUSED: "the organ refused the command",
+    TIMEOUT: "the organ did not answer in time",
+    OFFLINE: "the organ went offline",
 }
 
 
@@ -77,7 +78,7 @@ class BodyProtocol:
     def lend(self, req=None):
         """The feeder of a /speak or /express body (httpd.Fed)."""
         if self.clamp is None:
-            self.clamp = Clamp(_CLAMPED, TEXT_CLAMP)
+            self.clamp = Clamp(_CLAMPED, MAX_TEXT)
         return self.clamp.lend()
 
     def _message(self, req):
@@ -100,7 +101,7 @@ class BodyProtocol:
             raise HttpError(413, "body: %s" % e)
         notes = [
             "a string of %d bytes was cut to %d at a character boundary as the body came (the "
-            "master forwards %d bytes of a text)" % (n, TEXT_CLAMP, TEXT_CLAMP)
+            "master forwards %d bytes of a text)" % (n, MAX_TEXT, MAX_TEXT)
             for n in cut
         ]
         return value, notes
@@ -185,7 +186,7 @@ class BodyProtocol:
             return 200, {}, None  # accepted: the organ plays on, the answer goes now
         # Not accepted: the step has its final status now, and the report holds the reason.
         status = st.status
-        if status in ("done", "started"):
+        if status in GOOD:
             return 200, {}, None
         why = st.reason or _WHY.get(status, status)
         return _FAIL_STATUS.get(status, 502), {"error": "%s failed: %s" % (action, why)}, None

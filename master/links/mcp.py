@@ -16,7 +16,8 @@ from organbus.plan import one_step
 from master.links.httpd import HttpError
 from master.links.mcpstream import SSE_HEAD, Call, CallStream, NotifyStream, Sessions
 from master.links.mcpstream import cancelled, notification
-from master.bus.outcome import ACCEPTED, PROBLEMS, REPORT
+from master.bus.outcome import ACCEPTED, OFFLINE, PROBLEMS, REFUSED, REPORT, SKIPPED, STOPPED
+from master.bus.outcome import TIMEOUT
 
 # Handshake-era revisions whose transport is Streamable HTTP, newest first.
 PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26")
@@ -58,11 +59,11 @@ _REPORT_EVENTS = ("plan", "rejected")
 _HEARS = ("menu",) + _STATUS_EVENTS
 
 _FAILED = {
-    "refused": "the organ refused the command (it answered status 1)",
-    "timeout": "the organ did not answer the command within 1 s",
-    "offline": "the organ went offline",
-    "stopped": "the organ stopped before finishing",
-    "skipped": "the step was skipped",
+    REFUSED: "the organ refused the command (it answered status 1)",
+    TIMEOUT: "the organ did not answer the command within 1 s",
+    OFFLINE: "the organ went offline",
+    STOPPED: "the organ stopped before finishing",
+    SKIPPED: "the step was skipped",
 }
 
 

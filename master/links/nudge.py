@@ -11,6 +11,7 @@ import asyncio
 
 from organbus import log
 from organbus.ticks import ticks_diff
+from master.bus.outcome import GOOD, OFFLINE, REFUSED, STOPPED, TIMEOUT
 from master.net import http
 
 DEFAULTS = {
@@ -54,9 +55,9 @@ def reason_of(event, port, data):
         cap = data.own[1]
         if cap.get("exec_type") != "continuous":
             return None
-        if data.status == "stopped":
+        if data.status == STOPPED:
             return "%s stopped before it finished (%s)." % (data.action, data.reason or "stopped")
-        if data.status in ("refused", "timeout", "offline"):
+        if data.status in (REFUSED, TIMEOUT, OFFLINE):
             return "%s failed: %s." % (data.action, data.reason or data.status)
         return None
     if event == "plan":
@@ -66,9 +67,6 @@ def reason_of(event, port, data):
         bad = ["%s %s" % (s["action"], s["status"]) for s in r["steps"] if s["status"] not in GOOD]
         return "Plan %d failed (%s)." % (data.seq, ", ".join(bad))
     return None
-
-
-GOOD = ("done", "started")
 
 
 class Nudger:

@@ -15,7 +15,7 @@ import asyncio
 from micropython import const
 
 from organbus import log
-from organbus.utf8 import clip_text
+from organbus.utf8 import MAX_TEXT, clip_text
 from organbus.plan import one_step
 from master.links.bodyproto import express_action
 from master.links.mcp import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND
@@ -483,7 +483,7 @@ class Device:
                 if cap is None:
                     log.emit("xiaozhi", [("what", "cannot_speak"), ("why", "no speak on the menu")])
                     continue
-                limit = cap["params"][0].get("max", 240) if cap.get("params") else 240
+                limit = cap["params"][0].get("max", MAX_TEXT) if cap.get("params") else MAX_TEXT
                 try:
                     status, out = await self.facade.execute(
                         one_step("speak", {"text": clip_text(text, limit)})
@@ -522,7 +522,7 @@ class Device:
         if cap is None:
             log.emit("xiaozhi", pairs + [("announced", False), ("why", "no announce on the menu")])
             return
-        limit = cap["params"][0].get("max", 240) if cap.get("params") else 240
+        limit = cap["params"][0].get("max", MAX_TEXT) if cap.get("params") else MAX_TEXT
         log.emit("xiaozhi", pairs + [("announced", True)])
         self._run(self._step("announce", {"text": clip_text(message, limit)}))
 
