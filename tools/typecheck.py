@@ -29,7 +29,8 @@ def device_files():
     files = sorted(glob.glob(os.path.join(ROOT, "lib", "organbus", "*.py")))
     files = [f for f in files if not f.endswith("manifest.py")]  # a build script, not device code
     for pkg in ("master", "organs"):
-        files += sorted(glob.glob(os.path.join(ROOT, pkg, "**", "*.py"), recursive=True))
+        found = sorted(glob.glob(os.path.join(ROOT, pkg, "**", "*.py"), recursive=True))
+        files += [f for f in found if not f.endswith("manifest.py")]  # build scripts
     files += sorted(glob.glob(os.path.join(ROOT, "boards", "*", "main.py")))
     return files
 

@@ -17,7 +17,6 @@
 # reading the stamp would take, uart.py feeds with `clock()`), and the stamp is made from
 # it when the ring is read; another stamp (a test's counter) hears "event" on the hub.
 import json
-import sys
 from array import array
 
 import micropython
@@ -110,56 +109,30 @@ class Recent:
     def heard(self):
         return self.w[_HEARD]
 
-    if sys.implementation.name == "micropython":
-
-        @micropython.viper
-        def organ_event(self, port, name, status, tick):
-            """An organ's EVENT that came at `tick` (the registry's reader, `t0` known)."""
-            w = ptr32(self.w)
-            w[_HEARD] += 1
-            size = w[_SIZE]
-            i = w[_NEXT]
-            if w[_N] == size:
-                w[_DROPPED] += 1  # full: slot i holds the oldest entry, and it goes
-            else:
-                w[_N] += 1
-            w[_START + i] = w[_TAIL]
-            w[_START + size + i] = 0
-            ev = self.ev
-            k = 4 * i
-            ev[k] = name
-            ev[k + 1] = port
-            ev[k + 2] = status
-            ev[k + 3] = tick
-            i += 1
-            if i == size:
-                i = 0
-            w[_NEXT] = i
-
-    else:
-
-        def organ_event(self, port, name, status, tick):
-            """An organ's EVENT that came at `tick` (the registry's reader, `t0` known)."""
-            w = self.w
-            w[_HEARD] += 1
-            size = w[_SIZE]
-            i = w[_NEXT]
-            if w[_N] == size:
-                w[_DROPPED] += 1
-            else:
-                w[_N] += 1
-            w[_START + i] = w[_TAIL]
-            w[_START + size + i] = 0
-            ev = self.ev
-            k = 4 * i
-            ev[k] = name
-            ev[k + 1] = port
-            ev[k + 2] = status
-            ev[k + 3] = tick
-            i += 1
-            if i == size:
-                i = 0
-            w[_NEXT] = i
+    @micropython.viper
+    def organ_event(self, port, name, status, tick):
+        """An organ's EVENT that came at `tick` (the registry's reader, `t0` known). Viper
+        on a board, the same lines on CPython (the shim's ptr32 is the array itself)."""
+        w = ptr32(self.w)
+        w[_HEARD] += 1
+        size = w[_SIZE]
+        i = w[_NEXT]
+        if w[_N] == size:
+            w[_DROPPED] += 1  # full: slot i holds the oldest entry, and it goes
+        else:
+            w[_N] += 1
+        w[_START + i] = w[_TAIL]
+        w[_START + size + i] = 0
+        ev = self.ev
+        k = 4 * i
+        ev[k] = name
+        ev[k + 1] = port
+        ev[k + 2] = status
+        ev[k + 3] = tick
+        i += 1
+        if i == size:
+            i = 0
+        w[_NEXT] = i
 
     def on_event(self, event, port, data):
         if event == "event":

@@ -7,18 +7,15 @@
 # Port its organ registered on: the scheduler's COMMAND address), routes COMMAND_RESP and
 # EVENT to the scheduler, and publishes what happens on the hub. A heartbeat, and a DESCRIPTOR
 # identical to the registered one (compared byte by byte against `raw`), allocate nothing.
-import sys
 
 import micropython
 from micropython import const
 
 from organbus import command
 from organbus import frame
-from organbus.command import find_name_at as _find_name_at
 from organbus.descriptor import DescriptorError, decode_descriptor
 from organbus.ticks import ticks_diff
 
-_MPY = sys.implementation.name == "micropython"
 _NONE = None  # (viper compares an object with None through a name)
 _ONE = 1  # (and adds an object to an object: a counter's += stays the interpreter's)
 OFFLINE_MS = const(15000)
@@ -215,87 +212,55 @@ class Registry:
     # interpreter's own). The Slot only on the error paths. Then the hub's own part of an
     # "event" publish (master/bus/hub.py), inline: the ring keeps and counts it (the hub counts it
     # without one); whoever else hears "event" (an /events stream) is called as a publish
-    # would. On MicroPython the reader is viper (one per continuous step on the scheduler's
-    # hot path: no bytecode frame, and command.find_name_at's search inline, not a call): its
-    # pure twin below is the same.
-    if _MPY:
-
-        @micropython.viper
-        def _event(self, port, payload, n: int, now):
-            index = port.index
-            p = ptr8(payload)
-            k = int(p[1])
-            if n < 3 or k + 3 != n:
-                self._bad(index)
-                return
-            names = self._names[index]  # there while the organ is registered (routes are)
-            t = ptr8(names[1])
-            i = -1
-            idx = 0
-            q = 0
-            while True:  # find_name_at(payload, 1, n - 1, names[1])
-                m = int(t[q])
-                if m == 0:
+    # would. The reader is viper (one per continuous step on the scheduler's hot path: no
+    # bytecode frame, and command.find_name_at's search inline, not a call); on CPython the
+    # same lines run as Python (the shim's ptr8 is the buffer itself).
+    @micropython.viper
+    def _event(self, port, payload, n: int, now):
+        index = port.index
+        p = ptr8(payload)
+        k = int(p[1])
+        if n < 3 or k + 3 != n:
+            self._bad(index)
+            return
+        names = self._names[index]  # there while the organ is registered (routes are)
+        t = ptr8(names[1])
+        i = -1
+        idx = 0
+        q = 0
+        while True:  # find_name_at(payload, 1, n - 1, names[1])
+            m = int(t[q])
+            if m == 0:
+                break
+            if m == k:
+                j = 0
+                while j < k and p[2 + j] == t[q + 1 + j]:
+                    j += 1
+                if j == k:
+                    i = idx
                     break
-                if m == k:
-                    j = 0
-                    while j < k and p[2 + j] == t[q + 1 + j]:
-                        j += 1
-                    if j == k:
-                        i = idx
-                        break
-                q += m + 1
-                idx += 1
-            if i >= 0:
-                name = names[0][i]
-            else:
-                name = self._made(payload, n, index)
-                if name is _NONE:
-                    return
-            status = int(p[n - 1])
-            if int(p[0]) != _EVENT_DONE:
-                self.stray_events += _ONE
+            q += m + 1
+            idx += 1
+        if i >= 0:
+            name = names[0][i]
+        else:
+            name = self._made(payload, n, index)
+            if name is _NONE:
                 return
-            hub = self.hub
-            ring = hub.ring
-            if ring is _NONE:
-                hub._events += _ONE
-            else:
-                ring.organ_event(index, name, status, now)
-            if hub.wants["event"]:
-                _others(hub, hub._to["event"], index, name, status)
-            if not self.scheduler.on_event(port, name, status, now):
-                self.stray_events += _ONE
-
-    else:
-
-        def _event(self, port, payload, n, now):
-            index = port.index
-            if n < 3 or payload[1] + 3 != n:
-                self._bad(index)
-                return
-            names = self._names[index]
-            i = _find_name_at(payload, 1, n - 1, names[1])
-            if i >= 0:
-                name = names[0][i]
-            else:
-                name = self._made(payload, n, index)
-                if name is None:
-                    return
-            status = payload[n - 1]
-            if payload[0] != _EVENT_DONE:
-                self.stray_events += 1
-                return
-            hub = self.hub
-            ring = hub.ring
-            if ring is None:
-                hub._events += 1
-            else:
-                ring.organ_event(index, name, status, now)
-            if hub.wants["event"]:
-                _others(hub, hub._to["event"], index, name, status)
-            if not self.scheduler.on_event(port, name, status, now):
-                self.stray_events += 1
+        status = int(p[n - 1])
+        if int(p[0]) != _EVENT_DONE:
+            self.stray_events += _ONE
+            return
+        hub = self.hub
+        ring = hub.ring
+        if ring is _NONE:
+            hub._events += _ONE
+        else:
+            ring.organ_event(index, name, status, now)
+        if hub.wants["event"]:
+            _others(hub, hub._to["event"], index, name, status)
+        if not self.scheduler.on_event(port, name, status, now):
+            self.stray_events += _ONE
 
     def _bad(self, index):
         self._by[index].bad_payloads += 1

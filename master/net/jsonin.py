@@ -18,8 +18,6 @@ import micropython
 from micropython import const
 
 _MP = sys.implementation.name == "micropython"
-if not _MP:  # the viper annotations' names: CPython runs the same source as plain Python
-    ptr8 = ptr32 = None
 
 MAX_STRING = const(256)  # bytes of a string's JSON text kept; the rest is cut
 MAX_ITEMS = const(64)  # items of one array or object

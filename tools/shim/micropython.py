@@ -24,3 +24,17 @@ def native(f):
 
 
 viper = native
+
+
+def _cast(buf):
+    return buf
+
+
+# viper's pointer casts as built-ins: the same buffer, for viper code whose lines mean the same
+# in Python (ptr8 over bytes or a bytearray, ptr32 over an array("i"): master/bus/recent.py,
+# registry.py), so such code is one source on every interpreter
+import builtins  # noqa: E402
+
+for _name in ("ptr8", "ptr16", "ptr32"):
+    if not hasattr(builtins, _name):
+        setattr(builtins, _name, _cast)
