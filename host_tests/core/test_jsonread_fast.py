@@ -37,6 +37,19 @@ CORPUS = [
     b'{"a":1,"a":2}',
     b'{"a": {"b": 1, "b": 2}, "c": [{"d": 1, "d": 1}]}',
     b'{"a": 1, "b": {"a": 1}}',
+    b'{"a": {"b": 1}, "b": 2}',
+    b'{"a": {"b": 1}, "a": 2}',
+    b'{"a": [{"a": 1}, {"a": 2}], "b": {"a": {"a": 3}}}',
+    b'{"a": 1, "ab": 2, "b": 3, "ba": 4, "": 5}',
+    b'{"": 1, "": 2}',
+    b'{"a": 1, "\\u0061": 2}',
+    b'{"\\u0061": 1, "a": 2}',
+    b'{"\\n": 1, "\\n": 2}',
+    b'{"caf\xc3\xa9": 1, "caf\\u00e9": 2}',
+    b"{" + b", ".join(b'"k%d": %d' % (i, i) for i in range(60)) + b"}",
+    b"{" + b", ".join(b'"k%d": %d' % (i % 55, i) for i in range(60)) + b"}",
+    b"{" + b", ".join(b'"k%d": %d' % (i % 30, i) for i in range(60)) + b"}",
+    b"[" + b", ".join(b'{"a": 1, "b": 2}' for i in range(40)) + b"]",
     b"\t\n\r [1,2 , 3]\n",
     b"",
     b"   ",
@@ -213,10 +226,10 @@ def test_deep_texts_the_reader_reads():
 
 def test_the_plan_takes_the_fast_path():
     raw = json.dumps(_plan16()).encode()
-    k = jsonread._scan(raw, len(raw), jsonread._STACK, jsonread.MAX_DEPTH, 40)
+    k = jsonread._scan(raw, len(raw), jsonread._STACK, jsonread._KEYAT, jsonread.MAX_DEPTH, 40)
     v = json.loads(raw)
-    assert k >= 0 and not k & 1, "the scan left the 16-step plan to the reader: %d" % k
-    assert jsonread._members(v) == k >> 1, "members %d, scan %d" % (jsonread._members(v), k >> 1)
+    assert k >= 0 and not k & 3, "the scan left the 16-step plan to the reader: %d" % k
+    assert jsonread._members(v) == k >> 2, "members %d, scan %d" % (jsonread._members(v), k >> 2)
     _check(raw)
 
 

@@ -61,21 +61,27 @@ else:
 
 
 _STACK_MAX = const(64)  # nesting the scan can follow (its stack); deeper limits use the reader
-_STACK = bytearray(_STACK_MAX)  # the scan's open containers ({ or [), reused by every read
+_KEYS = const(48)  # keys of the open objects the scan compares (a plan holds 12 at most)
+_STACK = bytearray(2 * _STACK_MAX)  # the scan's open containers, reused by every read
 
 if sys.implementation.name == "micropython":
+    _KEYAT = bytearray(8 * _KEYS)  # the scan's keys: (start, length) as 32-bit words
 
     @micropython.viper
-    def _scan(buf: ptr8, n: int, stack: ptr8, max_depth: int, max_number: int) -> int:
+    def _scan(buf: ptr8, n: int, stack: ptr8, keys: ptr32, max_depth: int, max_number: int) -> int:
         # One JSON text in buf[:n] by RFC 8259's grammar, number tokens of at most max_number
-        # bytes, no control character in a string, no \u escape of a surrogate: members * 2
-        # (+1 with an exponent); -2 - offset where the reader refuses a value nested deeper than
-        # max_depth (so its recursion never goes there); else -1. The bytes are valid UTF-8
-        # already (first_invalid); `stack` holds max_depth + 1 bytes.
+        # bytes, no control character in a string, no \u escape of a surrogate, no key twice
+        # in an object (as bytes): members * 4 + 1 with an exponent + 2 when keys could not
+        # all be compared (an escaped key, more than _KEYS open); -2 - offset where the reader
+        # refuses a value nested deeper than max_depth (so its recursion never goes there);
+        # else -1. The bytes are valid UTF-8 already (first_invalid). `stack`: per open
+        # container its byte ({ or [) and the index of its first key in `keys`, which holds
+        # (start, length) of the open objects' keys.
         i = 0
         depth = 0
         members = 0
         flags = 0
+        nk = 0  # keys held in `keys`
         want = 1  # 1: a value comes next; 0: a value just ended
         while True:
             while i < n:
@@ -88,11 +94,11 @@ if sys.implementation.name == "micropython":
                 if depth == 0:
                     if i < n:
                         return -1
-                    return members * 2 + flags
+                    return members * 4 + flags
                 if i >= n:
                     return -1
                 c = buf[i]
-                top = stack[depth - 1]
+                top = stack[2 * depth - 2]
                 if c == 0x2C:  # ,
                     i += 1
                     want = 1
@@ -100,6 +106,7 @@ if sys.implementation.name == "micropython":
                         want = 2  # a key
                 elif (c == 0x7D and top == 0x7B) or (c == 0x5D and top == 0x5B):
                     depth -= 1
+                    nk = stack[2 * depth + 1]  # its keys are let go
                     i += 1
                     continue
                 else:
@@ -111,7 +118,8 @@ if sys.implementation.name == "micropython":
             if want == 2 and c != 0x22:
                 return -1
             if c == 0x7B or c == 0x5B:  # { [
-                stack[depth] = c
+                stack[2 * depth] = c
+                stack[2 * depth + 1] = nk
                 depth += 1
                 i += 1
                 while i < n:
@@ -131,6 +139,8 @@ if sys.implementation.name == "micropython":
                 continue
             if c == 0x22:  # "
                 i += 1
+                s0 = i
+                esc = 0
                 while True:
                     if i >= n:
                         return -1
@@ -140,6 +150,7 @@ if sys.implementation.name == "micropython":
                     if c < 0x20:
                         return -1
                     if c == 0x5C:
+                        esc = 1
                         if i + 1 >= n:
                             return -1
                         e = buf[i + 1]
@@ -177,9 +188,26 @@ if sys.implementation.name == "micropython":
                             continue
                         return -1
                     i += 1
+                kl = i - s0
                 i += 1
-                if want == 2:  # a key: its ':' and then its value
+                if want == 2:  # a key: not one its object had before, its ':', its value
                     members += 1
+                    if esc or nk >= _KEYS:
+                        flags |= 2  # json.loads' objects are counted instead
+                    else:
+                        j = stack[2 * depth - 1]
+                        while j < nk:
+                            if keys[2 * j + 1] == kl:
+                                a = keys[2 * j]
+                                m = 0
+                                while m < kl and buf[a + m] == buf[s0 + m]:
+                                    m += 1
+                                if m == kl:
+                                    return -1  # a repeated key: the reader lists it
+                            j += 1
+                        keys[2 * nk] = s0
+                        keys[2 * nk + 1] = kl
+                        nk += 1
                     while i < n:
                         c = buf[i]
                         if c == 0x20 or c == 0x0A or c == 0x0D or c == 0x09:
@@ -254,13 +282,15 @@ if sys.implementation.name == "micropython":
             return -1
 
 else:
+    _KEYAT = [0] * (2 * _KEYS)
 
-    def _scan(buf, n, stack, max_depth, max_number):
+    def _scan(buf, n, stack, keys, max_depth, max_number):
         # the machine code's twin, line for line
         i = 0
         depth = 0
         members = 0
         flags = 0
+        nk = 0  # keys held in `keys`
         want = 1  # 1: a value comes next; 0: a value just ended
         while True:
             while i < n:
@@ -273,11 +303,11 @@ else:
                 if depth == 0:
                     if i < n:
                         return -1
-                    return members * 2 + flags
+                    return members * 4 + flags
                 if i >= n:
                     return -1
                 c = buf[i]
-                top = stack[depth - 1]
+                top = stack[2 * depth - 2]
                 if c == 0x2C:  # ,
                     i += 1
                     want = 1
@@ -285,6 +315,7 @@ else:
                         want = 2  # a key
                 elif (c == 0x7D and top == 0x7B) or (c == 0x5D and top == 0x5B):
                     depth -= 1
+                    nk = stack[2 * depth + 1]  # its keys are let go
                     i += 1
                     continue
                 else:
@@ -296,7 +327,8 @@ else:
             if want == 2 and c != 0x22:
                 return -1
             if c == 0x7B or c == 0x5B:  # { [
-                stack[depth] = c
+                stack[2 * depth] = c
+                stack[2 * depth + 1] = nk
                 depth += 1
                 i += 1
                 while i < n:
@@ -316,6 +348,8 @@ else:
                 continue
             if c == 0x22:  # "
                 i += 1
+                s0 = i
+                esc = 0
                 while True:
                     if i >= n:
                         return -1
@@ -325,6 +359,7 @@ else:
                     if c < 0x20:
                         return -1
                     if c == 0x5C:
+                        esc = 1
                         if i + 1 >= n:
                             return -1
                         e = buf[i + 1]
@@ -362,9 +397,26 @@ else:
                             continue
                         return -1
                     i += 1
+                kl = i - s0
                 i += 1
-                if want == 2:  # a key: its ':' and then its value
+                if want == 2:  # a key: not one its object had before, its ':', its value
                     members += 1
+                    if esc or nk >= _KEYS:
+                        flags |= 2  # json.loads' objects are counted instead
+                    else:
+                        j = stack[2 * depth - 1]
+                        while j < nk:
+                            if keys[2 * j + 1] == kl:
+                                a = keys[2 * j]
+                                m = 0
+                                while m < kl and buf[a + m] == buf[s0 + m]:
+                                    m += 1
+                                if m == kl:
+                                    return -1  # a repeated key: the reader lists it
+                            j += 1
+                        keys[2 * nk] = s0
+                        keys[2 * nk + 1] = kl
+                        nk += 1
                     while i < n:
                         c = buf[i]
                         if c == 0x20 or c == 0x0A or c == 0x0D or c == 0x09:
@@ -479,7 +531,7 @@ def read(raw, max_depth=MAX_DEPTH, max_number=MAX_NUMBER_LEN):
     ("" for the top, else like `steps[0].params`); the last value of a repeated key is kept."""
     raw = _text(raw)
     if max_depth < _STACK_MAX:
-        k = _scan(raw, len(raw), _STACK, max_depth, max_number)
+        k = _scan(raw, len(raw), _STACK, _KEYAT, max_depth, max_number)
         if k < -1:
             k = -2 - k
             if k >= len(raw):
@@ -487,7 +539,7 @@ def read(raw, max_depth=MAX_DEPTH, max_number=MAX_NUMBER_LEN):
             raise JsonError("nested deeper than %d levels" % max_depth, k)
         if k >= 0 and not k & 1:
             v = json.loads(raw)
-            if _members(v) == k >> 1:
+            if not k & 2 or _members(v) == k >> 2:
                 return v, []
     return _read(raw, max_depth, max_number)
 
