@@ -77,6 +77,9 @@ else:
         return s.isascii()
 
 
+ascii_end = _ascii_end  # (buf, i, end): the first offset >= i of a byte >= 0x80, or end
+
+
 def first_invalid(buf, start=0, end=-1):
     """Offset of the first byte of buf[start:end] that does not begin a valid UTF-8 sequence, or
     -1 when it is all valid (the same rules as valid_utf8). Runs of ASCII are passed by a viper
