@@ -157,6 +157,19 @@ def figures(c):
             out[key] = round(_us(n, 2.0) / 1000, 2)
             out[key + "_cpi1"] = round(_us(n, 1.0) / 1000, 2)
             row(label, n, lambda n, cpi: _time(_us(n, cpi)), key, target, "<=")
+        row(
+            "  of both: gc.mem_free() (%d KB heap)" % (c["http_heap_bytes"] // 1024),
+            c["http_mem_free_insn"],
+            lambda n, cpi: _time(_us(n, cpi)),
+            None,
+        )
+        for who in ("plan16", "mcp"):
+            row(
+                "  of %s: httpd.parse_head" % ("the plan's" if who == "plan16" else "MCP's"),
+                c[who + "_parse_head_insn"],
+                lambda n, cpi: _time(_us(n, cpi)),
+                None,
+            )
     for organ in ("led", "speaker"):
         key = "descriptor_decode_insn_" + organ
         if key in c:

@@ -390,7 +390,19 @@ def links():
         "Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2025-06-18\r\n",
     )
     mcp, mcp_sent = _to_command(mcp_req)
+    # two parts of both rows that are master/httpd.py's: gc.mem_free() (HttpServer._conn's
+    # min_free check, once per request: it walks the whole heap's allocation table, so it
+    # costs what the image's heap size makes it) and the head's parse
+    from master import httpd
+
+    free, _ = _measure(gc.mem_free)
+    head, _ = _measure(httpd.parse_head, plan_req[: plan_req.find(b"\r\n\r\n")])
+    mhead, _ = _measure(httpd.parse_head, mcp_req[: mcp_req.find(b"\r\n\r\n")])
     return {
+        "http_mem_free_insn": free,
+        "http_heap_bytes": gc.mem_free() + gc.mem_alloc(),
+        "plan16_parse_head_insn": head,
+        "mcp_parse_head_insn": mhead,
         "plan16_to_command_insn": plan,
         "plan16_request_bytes": len(plan_req),
         "plan16_answer_bytes": plan_sent,
