@@ -172,7 +172,8 @@ def _check_param(i, name, p, v, problems, notes):
             problems.append("%s: expected true or false, got %s" % (_param_at(i, name), _kind(v)))
             return None
         return v
-    ok = _is_int(v) if t == "int" else _is_num(v)
+    # (an int is the common case: taken without the two calls)
+    ok = type(v) is int or (_is_int(v) if t == "int" else _is_num(v))
     if not ok:
         problems.append("%s: expected %s, got %s" % (_param_at(i, name), _type_name(t), _kind(v)))
         return None
@@ -241,7 +242,7 @@ def _check_step(i, st, caps, names, problems, notes):
             problems.append("%s.%s: missing" % (_step_at(i), k))
     tid = st.get("task_id")
     if "task_id" in st:
-        if not _is_str(tid):
+        if not (type(tid) is str and ascii_str(tid)) and not _is_str(tid):
             problems.append("%s.task_id: expected a string, got %s" % (_step_at(i), _kind(tid)))
         elif not tid:
             problems.append("%s.task_id: empty" % _step_at(i))
@@ -254,7 +255,7 @@ def _check_step(i, st, caps, names, problems, notes):
     cap = None
     act = st.get("action")
     if "action" in st:
-        if not _is_str(act):
+        if not (type(act) is str and ascii_str(act)) and not _is_str(act):
             problems.append("%s.action: expected a string, got %s" % (_step_at(i), _kind(act)))
         else:
             cap = caps.get(act)
@@ -305,7 +306,7 @@ def _check_step(i, st, caps, names, problems, notes):
                     out["params"][p["name"]] = v
     if "priority" in st:
         pr = st["priority"]
-        if not _is_int(pr):
+        if type(pr) is not int and not _is_int(pr):
             problems.append("%s.priority: expected an int 0..9, got %s" % (_step_at(i), _kind(pr)))
         elif pr < 0 or pr > 9:
             problems.append("%s.priority: %s is outside 0..9" % (_step_at(i), _num(pr)))
@@ -317,7 +318,7 @@ def _check_step(i, st, caps, names, problems, notes):
             problems.append("%s.depends_on: expected an array, got %s" % (_step_at(i), _kind(d)))
         else:
             for j, x in enumerate(d):
-                if not _is_str(x):
+                if not (type(x) is str and ascii_str(x)) and not _is_str(x):
                     problems.append(
                         "%s.depends_on[%d]: expected a string, got %s" % (_step_at(i), j, _kind(x))
                     )
