@@ -200,6 +200,8 @@ def test_limits_other_than_the_defaults():
         for depth in (0, 1, 2, 3, 4):
             for number in (4, 5, 6):
                 _check(raw, depth, number)
+    for raw in (b"[[1]]", b'{"a": {"a": 1, "a": 2}}', b"[[[[[]]]]]"):
+        _check(raw, 40, 40)  # deeper than the scan's stack: the reader alone
 
 
 def _deep(table):

@@ -60,8 +60,8 @@ else:
         return i
 
 
-_STACK_MAX = const(64)  # nesting the scan can follow (its stack); deeper limits use the reader
-_KEYS = const(48)  # keys of the open objects the scan compares (a plan holds 12 at most)
+_STACK_MAX = const(32)  # nesting the scan can follow (its stack); deeper limits use the reader
+_KEYS = const(24)  # keys of the open objects the scan compares (a plan holds 16 at most)
 _STACK = bytearray(2 * _STACK_MAX)  # the scan's open containers, reused by every read
 
 if sys.implementation.name == "micropython":
