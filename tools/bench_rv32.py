@@ -5,7 +5,7 @@ Runs tools/rv32/guest/budget.py on the RV32 image (tools/rv32/run.py: the tree t
 compiled with mpy-cross -march=rv32imc) and converts its exact instruction counts to ESP32-C6
 time at 160 MHz for a cycles-per-instruction of 1.0 and a conservative 2.0 (flash-cache misses,
 the interpreter's loads). The targets hold at CPI 2.0. The last line is one JSON object.
-PART: crc decoder descriptor organ_command scheduler voice (default: all).
+PART: crc decoder descriptor organ_command scheduler links voice (default: all).
 """
 
 import importlib.util
@@ -17,7 +17,7 @@ CPYTHON = True  # a host program: tools/bench.py runs it on CPython
 TOOLS = os.path.dirname(os.path.abspath(__file__))
 MHZ = 160.0
 CPIS = (1.0, 2.0)
-PARTS = ("crc", "decoder", "descriptor", "organ_command", "scheduler", "voice")
+PARTS = ("crc", "decoder", "descriptor", "organ_command", "scheduler", "links", "voice")
 LINE_RATE = 23040  # two links at 115200 8N1: 2 * 11520 B/s
 AUDIO_RATE = 11025
 
@@ -139,6 +139,37 @@ def figures(c):
             lambda n, cpi: _time(_us(n, cpi)),
             None,
         )
+    if "plan16_to_command_insn" in c:
+        for key, label, target, n in (
+            (
+                "c6_plan16_to_command_ms",
+                "POST /plan (16 steps, %d B) -> first COMMAND" % c["plan16_request_bytes"],
+                25,
+                c["plan16_to_command_insn"],
+            ),
+            (
+                "c6_mcp_call_ms",
+                "MCP tools/call led_on (%d B) -> COMMAND" % c["mcp_request_bytes"],
+                10,
+                c["mcp_call_insn"],
+            ),
+        ):
+            out[key] = round(_us(n, 2.0) / 1000, 2)
+            out[key + "_cpi1"] = round(_us(n, 1.0) / 1000, 2)
+            row(label, n, lambda n, cpi: _time(_us(n, cpi)), key, target, "<=")
+        row(
+            "  of both: gc.mem_free() (%d KB heap)" % (c["http_heap_bytes"] // 1024),
+            c["http_mem_free_insn"],
+            lambda n, cpi: _time(_us(n, cpi)),
+            None,
+        )
+        for who in ("plan16", "mcp"):
+            row(
+                "  of %s: httpd.parse_head" % ("the plan's" if who == "plan16" else "MCP's"),
+                c[who + "_parse_head_insn"],
+                lambda n, cpi: _time(_us(n, cpi)),
+                None,
+            )
     for organ in ("led", "speaker"):
         key = "descriptor_decode_insn_" + organ
         if key in c:

@@ -3,7 +3,7 @@ import math
 import struct
 import sys
 
-from organbus.utf8 import MAX_TEXT, valid_utf8
+from organbus.utf8 import MAX_TEXT, ascii_end, ascii_str, valid_utf8
 
 EXEC_TYPES = ("immediate", "continuous", "periodic", "event_driven")
 PARAM_TYPES = ("int", "float", "string", "bool")
@@ -22,7 +22,8 @@ _CLASS = bytearray(256)
 for _c in range(256):
     _CLASS[_c] = (97 <= _c <= 122) | (65 <= _c <= 90) << 1 | (48 <= _c <= 57) << 2 | (_c == 95) << 3
 
-if sys.implementation.name == "micropython":
+_MP = sys.implementation.name == "micropython"
+if _MP:
     import micropython
 
     @micropython.viper
@@ -44,34 +45,45 @@ else:
         return 1
 
 
-def _charset(s, lower, upper, digits, first_letter):
-    # every character a letter of the cases allowed, "_" or (where allowed) a digit; with
-    # first_letter the first one a lower-case letter (a digit never first)
-    if not s:
-        return False
-    b = s.encode("utf-8")
-    if not _all_in(b, len(b), _CLASS, 8 | lower | upper << 1 | digits << 2):
-        return False
-    return not first_letter or 97 <= b[0] <= 122
+def _name(where):
+    # a field's name: a str, or (format, args) formatted only for a refusal (a % format is
+    # ~10,000 RV32 instructions; a descriptor has a few dozen fields)
+    return where if type(where) is str else where[0] % where[1]
+
+
+def _len(s):
+    # UTF-8 bytes of the str s
+    return len(s) if ascii_str(s) else len(s.encode("utf-8"))
 
 
 def _check_ascii(where, field, s, lo, hi, rule, upper=False, first_letter=False):
-    # where + field names the string (joined only for a refusal)
-    n = len(s.encode("utf-8"))
+    # where + field names the string (joined only for a refusal). Every character a letter of
+    # the cases allowed, "_" or a digit; with first_letter the first one a lower-case letter.
+    a = ascii_str(s)
+    n = len(s) if a else len(s.encode("utf-8"))
     if n < lo or n > hi:
-        raise DescriptorError("%s%s: %r is %d bytes, must be %d..%d" % (where, field, s, n, lo, hi))
-    if n and not _charset(s, True, upper, True, first_letter):
-        raise DescriptorError("%s%s: %r must match %s" % (where, field, s, rule))
+        raise DescriptorError(
+            "%s%s: %r is %d bytes, must be %d..%d" % (_name(where), field, s, n, lo, hi)
+        )
+    if not n:
+        return
+    # every class is ASCII; MicroPython: the str's own bytes
+    if (
+        not a
+        or not _all_in(s if _MP else s.encode(), n, _CLASS, 13 | upper << 1)
+        or (first_letter and not "a" <= s[0] <= "z")
+    ):
+        raise DescriptorError("%s%s: %r must match %s" % (_name(where), field, s, rule))
 
 
 def _check_utf8_len(where, field, s, lo, hi):
-    n = len(s.encode("utf-8"))
+    n = _len(s)
     if n < lo or n > hi:
-        raise DescriptorError("%s%s: %d bytes, must be %d..%d" % (where, field, n, lo, hi))
+        raise DescriptorError("%s%s: %d bytes, must be %d..%d" % (_name(where), field, n, lo, hi))
 
 
 def _finite(x):
-    return not (math.isnan(x) or math.isinf(x))
+    return x - x == 0  # inf - inf and nan - nan are nan
 
 
 _STR, _INT, _NUM, _LIST = "a string", "an int", "a number", "a list"
@@ -142,60 +154,64 @@ def _check_rules(d):
         raise DescriptorError("capability_count: %d, must be 1..8" % len(caps))
     seen = []
     for ci, c in enumerate(caps):
-        at = "capabilities[%d]" % ci
+        at = ("capabilities[%d]", ci)
         _check_ascii(at, ".name", c["name"], 1, 23, "[a-z][a-z0-9_]*", first_letter=True)
         if c["name"] in seen:
-            raise DescriptorError("%s.name: %r repeats" % (at, c["name"]))
+            raise DescriptorError("%s.name: %r repeats" % (_name(at), c["name"]))
         seen.append(c["name"])
-        at = "capabilities[%d] (%s)" % (ci, c["name"])
+        at = ("capabilities[%d] (%s)", (ci, c["name"]))
         _check_utf8_len(at, ".description", c["description"], 1, 63)
         if c["exec_type"] not in EXEC_TYPES:
             raise DescriptorError(
-                "%s.exec_type: %r is not one of %s" % (at, c["exec_type"], EXEC_TYPES)
+                "%s.exec_type: %r is not one of %s" % (_name(at), c["exec_type"], EXEC_TYPES)
             )
         _check_ascii(at, ".resource_group", c["resource_group"], 0, 15, "[a-z0-9_]")
         ms = c["max_duration_ms"]
         if not 0 <= ms <= 0xFFFFFFFF:
-            raise DescriptorError("%s.max_duration_ms: %r must be a u32" % (at, ms))
+            raise DescriptorError("%s.max_duration_ms: %r must be a u32" % (_name(at), ms))
         if c["exec_type"] == "immediate" and ms:
-            raise DescriptorError("%s.max_duration_ms: must be 0 for an immediate ability" % at)
+            raise DescriptorError(
+                "%s.max_duration_ms: must be 0 for an immediate ability" % _name(at)
+            )
         params = c["params"]
         if len(params) > MAX_PARAMS:
-            raise DescriptorError("%s.param_count: %d, must be 0..6" % (at, len(params)))
+            raise DescriptorError("%s.param_count: %d, must be 0..6" % (_name(at), len(params)))
         strings = [p for p in params if p["type"] == "string"]
         if len(strings) > 1:
             raise DescriptorError(
-                "%s.params: %d string params, at most one (text)" % (at, len(strings))
+                "%s.params: %d string params, at most one (text)" % (_name(at), len(strings))
             )
         names = []
         for pi, p in enumerate(params):
-            pat = "%s.params[%d]" % (at, pi)
+            pat = ("capabilities[%d] (%s).params[%d]", (ci, c["name"], pi))
             _check_ascii(pat, ".name", p["name"], 1, 15, "[a-z][a-z0-9_]*", first_letter=True)
             if p["name"] in names:
-                raise DescriptorError("%s.name: %r repeats" % (pat, p["name"]))
+                raise DescriptorError("%s.name: %r repeats" % (_name(pat), p["name"]))
             names.append(p["name"])
-            pat = "%s.params[%d] (%s)" % (at, pi, p["name"])
+            pat = ("capabilities[%d] (%s).params[%d] (%s)", (ci, c["name"], pi, p["name"]))
             t = p["type"]
             if t not in PARAM_TYPES:
-                raise DescriptorError("%s.type: %r is not one of %s" % (pat, t, PARAM_TYPES))
+                raise DescriptorError("%s.type: %r is not one of %s" % (_name(pat), t, PARAM_TYPES))
             lo, hi = p["min"], p["max"]
             if not (_finite(lo) and _finite(hi)):
-                raise DescriptorError("%s: min %r and max %r must be finite" % (pat, lo, hi))
+                raise DescriptorError("%s: min %r and max %r must be finite" % (_name(pat), lo, hi))
             if abs(lo) >= _F32_OVERFLOW or abs(hi) >= _F32_OVERFLOW:
-                raise DescriptorError("%s: min %r or max %r does not fit an f32" % (pat, lo, hi))
+                raise DescriptorError(
+                    "%s: min %r or max %r does not fit an f32" % (_name(pat), lo, hi)
+                )
             if lo > hi:
-                raise DescriptorError("%s: min %r is greater than max %r" % (pat, lo, hi))
+                raise DescriptorError("%s: min %r is greater than max %r" % (_name(pat), lo, hi))
             if t == "bool" and (lo < 0 or hi > 1):
-                raise DescriptorError("%s: a bool param's bounds must be within 0..1" % pat)
+                raise DescriptorError("%s: a bool param's bounds must be within 0..1" % _name(pat))
             if t == "string":
                 if p["name"] != "text":
-                    raise DescriptorError("%s: a string param must be named 'text'" % pat)
+                    raise DescriptorError("%s: a string param must be named 'text'" % _name(pat))
                 if pi != len(params) - 1:
-                    raise DescriptorError("%s: the text param must be the last param" % pat)
+                    raise DescriptorError("%s: the text param must be the last param" % _name(pat))
                 if lo < 0 or hi > MAX_TEXT:
                     raise DescriptorError(
                         "%s: text length bounds %r..%r must be within 0..%d"
-                        % (pat, lo, hi, MAX_TEXT)
+                        % (_name(pat), lo, hi, MAX_TEXT)
                     )
             _check_utf8_len(pat, ".unit", p["unit"], 0, 7)
 
@@ -211,36 +227,50 @@ class _Reader:
         if self.pos + k > self.end:
             raise DescriptorError(
                 "%s%s: truncated (needs %d bytes at offset %d of %d)"
-                % (what, field, k, self.pos, self.end)
+                % (_name(what), field, k, self.pos, self.end)
             )
 
+    # (each read tests its bytes inline and calls need() only to refuse: a call is ~1,000
+    # RV32 instructions)
     def u8(self, what, field=""):
-        self.need(1, what, field)
-        self.pos += 1
-        return self.buf[self.pos - 1]
+        p = self.pos
+        if p >= self.end:
+            self.need(1, what, field)
+        self.pos = p + 1
+        return self.buf[p]
 
     def u16(self, what, field=""):
-        self.need(2, what, field)
-        b, p = self.buf, self.pos
-        self.pos += 2
+        p = self.pos
+        if p + 2 > self.end:
+            self.need(2, what, field)
+        b = self.buf
+        self.pos = p + 2
         return (b[p] << 8) | b[p + 1]
 
     def u32(self, what, field=""):
         return (self.u16(what, field) << 16) | self.u16(what, field)
 
     def f32(self, what, field=""):
-        self.need(4, what, field)
-        self.pos += 4
-        return struct.unpack_from(">f", self.buf, self.pos - 4)[0]
+        p = self.pos
+        if p + 4 > self.end:
+            self.need(4, what, field)
+        self.pos = p + 4
+        return struct.unpack_from(">f", self.buf, p)[0]
 
     def str8(self, what, field=""):
-        k = self.u8(what, field)
-        self.need(k, what, field)
         p = self.pos
-        self.pos += k
-        if not valid_utf8(self.buf, p, p + k):
-            raise DescriptorError("%s%s: not valid UTF-8" % (what, field))
-        return str(bytes(self.buf[p : p + k]), "utf-8")
+        if p >= self.end:
+            self.need(1, what, field)
+        b = self.buf
+        k = b[p]
+        p += 1
+        self.pos = p
+        if p + k > self.end:
+            self.need(k, what, field)
+        self.pos = p + k
+        if ascii_end(b, p, p + k) < p + k and not valid_utf8(b, p, p + k):
+            raise DescriptorError("%s%s: not valid UTF-8" % (_name(what), field))
+        return str(b[p : p + k], "utf-8")
 
 
 def _f32(x):
@@ -274,26 +304,26 @@ def decode_descriptor(payload, n=-1):
         raise DescriptorError("capability_count: %d, must be 1..8" % count)
     caps = d["capabilities"] = []
     for ci in range(count):
-        at = "capabilities[%d]" % ci
+        at = ("capabilities[%d]", ci)
         c = {"name": r.str8(at, ".name")}
-        at = "capabilities[%d] (%s)" % (ci, c["name"])
+        at = ("capabilities[%d] (%s)", (ci, c["name"]))
         c["description"] = r.str8(at, ".description")
         e = r.u8(at, ".exec_type")
         if e >= len(EXEC_TYPES):
-            raise DescriptorError("%s.exec_type: %d is not 0..3" % (at, e))
+            raise DescriptorError("%s.exec_type: %d is not 0..3" % (_name(at), e))
         c["exec_type"] = EXEC_TYPES[e]
         c["resource_group"] = r.str8(at, ".resource_group")
         c["max_duration_ms"] = r.u32(at, ".max_duration_ms")
         pc = r.u8(at, ".param_count")
         if pc > MAX_PARAMS:
-            raise DescriptorError("%s.param_count: %d, must be 0..6" % (at, pc))
+            raise DescriptorError("%s.param_count: %d, must be 0..6" % (_name(at), pc))
         params = c["params"] = []
         for pi in range(pc):
-            pat = "%s.params[%d]" % (at, pi)
+            pat = ("capabilities[%d] (%s).params[%d]", (ci, c["name"], pi))
             p = {"name": r.str8(pat, ".name")}
             t = r.u8(pat, ".type")
             if t >= len(PARAM_TYPES):
-                raise DescriptorError("%s.type: %d is not 0..3" % (pat, t))
+                raise DescriptorError("%s.type: %d is not 0..3" % (_name(pat), t))
             p["type"] = PARAM_TYPES[t]
             p["min"] = _bound(p["type"], r.f32(pat, ".min_val"))
             p["max"] = _bound(p["type"], r.f32(pat, ".max_val"))

@@ -178,6 +178,11 @@ class Decoder:
         """Bytes held in an incomplete candidate."""
         return _word(self._mem, rxscan.FILL)
 
+    # `feed` and `idle` are native code on MicroPython: a call of the bytecode function around
+    # the scan cost ~4,000 RV32 instructions, ~1,600 so (once per read: half the receive path's
+    # instructions on the bench's mix, docs/rv32.md). On CPython the decorator is the host
+    # shim's (tools/shim/micropython.py: the function as it is), as in master/bus/port.py.
+    @micropython.native
     def feed(self, data, now=0, n=-1):
         """Take data[:n] arriving at tick now (see DESIGN.md); an empty read is idle(now). An
         exception raised by on_frame does not disturb the decoder: the chunk is still taken
@@ -190,6 +195,7 @@ class Decoder:
         except Exception as e:
             self._resume(e, data, n)
 
+    @micropython.native
     def idle(self, now):
         """The reader saw no byte (call it on every empty poll): apply the time rules. Returns
         the bytes still pending (as pending() would)."""

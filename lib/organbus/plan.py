@@ -7,7 +7,7 @@
 from organbus import jsonread
 from organbus.jsonread import JsonError, Lone
 from organbus.jsonread import quote as _quote
-from organbus.utf8 import MAX_TEXT, clip_text, first_invalid
+from organbus.utf8 import MAX_TEXT, ascii_str, clip_text, first_invalid
 
 MAX_PLAN_BYTES = 4096  # the one size limit of a plan body, on every link (more: TooLarge)
 MAX_DEPTH = jsonread.MAX_DEPTH
@@ -77,6 +77,8 @@ def one_step(action, params, task_id="t1", response=""):
 def _text_ok(s):
     # A str is text when it encodes to valid UTF-8: CPython refuses lone surrogates in encode();
     # a MicroPython str made by str() or json.loads may hold any bytes.
+    if ascii_str(s):
+        return True
     try:
         b = s.encode()
     except UnicodeError:
@@ -86,7 +88,7 @@ def _text_ok(s):
 
 def _is_str(v):
     # a str the validator may take, quote back and send: UTF-8 text
-    return isinstance(v, str) and _text_ok(v)
+    return isinstance(v, str) and (ascii_str(v) or _text_ok(v))
 
 
 def _kind(v):
@@ -135,40 +137,51 @@ def _type_name(t):
     return {"int": "an int", "float": "a number", "bool": "a bool", "string": "a string"}[t]
 
 
-def _check_param(where, p, v, problems, notes):
-    # Returns the value to forward (text clamped), or None after a problem.
+def _step_at(i):
+    return "steps[%d]" % i
+
+
+def _param_at(i, name):
+    return "steps[%d].params.%s" % (i, name)
+
+
+def _check_param(i, name, p, v, problems, notes):
+    # Returns the value to forward (text clamped), or None after a problem; the field's name
+    # (steps[i].params.name) is formatted only for a problem or a note.
     t = p["type"]
     if t == "string":
         if not _is_str(v):
-            problems.append("%s: expected a string, got %s" % (where, _kind(v)))
+            problems.append("%s: expected a string, got %s" % (_param_at(i, name), _kind(v)))
             return None
         n = _utf8_len(v)
         if n > MAX_TEXT:
             v = clip_text(v, MAX_TEXT)
             notes.append(
-                "%s: %d bytes, clamped to %d at a character boundary" % (where, n, MAX_TEXT)
+                "%s: %d bytes, clamped to %d at a character boundary"
+                % (_param_at(i, name), n, MAX_TEXT)
             )
         elif n < p["min"] or n > p["max"]:
             notes.append(
                 "%s: %d bytes is outside %s..%s bytes; forwarded as given (the organ enforces it)"
-                % (where, n, _num(p["min"]), _num(p["max"]))
+                % (_param_at(i, name), n, _num(p["min"]), _num(p["max"]))
             )
         return v
     if t == "bool":
         if v is not True and v is not False:
-            problems.append("%s: expected true or false, got %s" % (where, _kind(v)))
+            problems.append("%s: expected true or false, got %s" % (_param_at(i, name), _kind(v)))
             return None
         return v
-    ok = _is_int(v) if t == "int" else _is_num(v)
+    # (an int is the common case: taken without the two calls)
+    ok = type(v) is int or (_is_int(v) if t == "int" else _is_num(v))
     if not ok:
-        problems.append("%s: expected %s, got %s" % (where, _type_name(t), _kind(v)))
+        problems.append("%s: expected %s, got %s" % (_param_at(i, name), _type_name(t), _kind(v)))
         return None
     if v < p["min"] or v > p["max"]:
         wide = v > F32_MAX or v < -F32_MAX
         notes.append(
             "%s: %s is outside %s..%s; forwarded as given (the organ clamps)%s"
             % (
-                where,
+                _param_at(i, name),
                 _num(v),
                 _num(p["min"]),
                 _num(p["max"]),
@@ -210,35 +223,39 @@ def _unknown_keys(where, obj, allowed, problems):
 
 
 def _utf8_len(s):
-    return len(s.encode())
+    return len(s) if ascii_str(s) else len(s.encode())
 
 
 def _check_step(i, st, caps, names, problems, notes):
     # Returns the normalised step dict (never None so dependency checks can still run).
-    w = "steps[%d]" % i
     out = {"task_id": None, "action": None, "params": {}, "priority": 0, "depends_on": []}
     if not isinstance(st, dict):
-        problems.append("%s: expected an object, got %s" % (w, _kind(st)))
+        problems.append("%s: expected an object, got %s" % (_step_at(i), _kind(st)))
         return out
-    _unknown_keys(w, st, STEP_KEYS, problems)
+    for k in st:
+        if k not in STEP_KEYS:
+            _unknown_keys(_step_at(i), st, STEP_KEYS, problems)
+            break
     for k in STEP_KEYS:
         if k not in st:
-            problems.append("%s.%s: missing" % (w, k))
+            problems.append("%s.%s: missing" % (_step_at(i), k))
     tid = st.get("task_id")
     if "task_id" in st:
-        if not _is_str(tid):
-            problems.append("%s.task_id: expected a string, got %s" % (w, _kind(tid)))
+        if not (type(tid) is str and ascii_str(tid)) and not _is_str(tid):
+            problems.append("%s.task_id: expected a string, got %s" % (_step_at(i), _kind(tid)))
         elif not tid:
-            problems.append("%s.task_id: empty" % w)
+            problems.append("%s.task_id: empty" % _step_at(i))
         elif _utf8_len(tid) > TASK_ID_MAX:
-            problems.append("%s.task_id: %d bytes, more than %d" % (w, _utf8_len(tid), TASK_ID_MAX))
+            problems.append(
+                "%s.task_id: %d bytes, more than %d" % (_step_at(i), _utf8_len(tid), TASK_ID_MAX)
+            )
         else:
             out["task_id"] = tid
     cap = None
     act = st.get("action")
     if "action" in st:
-        if not _is_str(act):
-            problems.append("%s.action: expected a string, got %s" % (w, _kind(act)))
+        if not (type(act) is str and ascii_str(act)) and not _is_str(act):
+            problems.append("%s.action: expected a string, got %s" % (_step_at(i), _kind(act)))
         else:
             cap = caps.get(act)
             if cap is None and "." in act:
@@ -247,61 +264,70 @@ def _check_step(i, st, caps, names, problems, notes):
                     cap = caps[last]
                     notes.append(
                         "%s.action: %s taken as %s (module id stripped)"
-                        % (w, _quote(act), _quote(last))
+                        % (_step_at(i), _quote(act), _quote(last))
                     )
             if cap is None:
                 problems.append(
                     "%s.action: %s is not on the menu (menu: %s)"
-                    % (w, _quote(act), ", ".join(names) if names else "empty")
+                    % (_step_at(i), _quote(act), ", ".join(names) if names else "empty")
                 )
             else:
                 out["action"] = cap["name"]
     if "params" in st:
         ps = st["params"]
         if not isinstance(ps, dict):
-            problems.append("%s.params: expected an object, got %s" % (w, _kind(ps)))
+            problems.append("%s.params: expected an object, got %s" % (_step_at(i), _kind(ps)))
         elif cap is not None:
             declared = cap["params"]
             dnames = [p["name"] for p in declared]
-            for k in _unknown(w + ".params", ps, dnames, problems):
+            extra = ()
+            for k in ps:
+                if k not in dnames:
+                    extra = _unknown(_step_at(i) + ".params", ps, dnames, problems)
+                    break
+            for k in extra:
                 if dnames:
                     problems.append(
                         "%s.params.%s: not a param of %s (params: %s)"
-                        % (w, k, cap["name"], ", ".join(dnames))
+                        % (_step_at(i), k, cap["name"], ", ".join(dnames))
                     )
                 else:
                     problems.append(
-                        "%s.params.%s: not a param of %s (it takes none)" % (w, k, cap["name"])
+                        "%s.params.%s: not a param of %s (it takes none)"
+                        % (_step_at(i), k, cap["name"])
                     )
             for p in declared:
-                where = "%s.params.%s" % (w, p["name"])
                 if p["name"] not in ps:
-                    problems.append("%s: missing" % where)
+                    problems.append("%s: missing" % _param_at(i, p["name"]))
                     continue
-                v = _check_param(where, p, ps[p["name"]], problems, notes)
+                v = _check_param(i, p["name"], p, ps[p["name"]], problems, notes)
                 if v is not None:
                     out["params"][p["name"]] = v
     if "priority" in st:
         pr = st["priority"]
-        if not _is_int(pr):
-            problems.append("%s.priority: expected an int 0..9, got %s" % (w, _kind(pr)))
+        if type(pr) is not int and not _is_int(pr):
+            problems.append("%s.priority: expected an int 0..9, got %s" % (_step_at(i), _kind(pr)))
         elif pr < 0 or pr > 9:
-            problems.append("%s.priority: %s is outside 0..9" % (w, _num(pr)))
+            problems.append("%s.priority: %s is outside 0..9" % (_step_at(i), _num(pr)))
         else:
             out["priority"] = int(pr)
     if "depends_on" in st:
         d = st["depends_on"]
         if not isinstance(d, list):
-            problems.append("%s.depends_on: expected an array, got %s" % (w, _kind(d)))
+            problems.append("%s.depends_on: expected an array, got %s" % (_step_at(i), _kind(d)))
         else:
             for j, x in enumerate(d):
-                if not _is_str(x):
+                if not (type(x) is str and ascii_str(x)) and not _is_str(x):
                     problems.append(
-                        "%s.depends_on[%d]: expected a string, got %s" % (w, j, _kind(x))
+                        "%s.depends_on[%d]: expected a string, got %s" % (_step_at(i), j, _kind(x))
                     )
                 else:
                     out["depends_on"].append(x)
     return out
+
+
+def _dep_at(i, j):
+    return "steps[%d].depends_on[%d]" % (i, j)
 
 
 def _check_deps(steps, problems):
@@ -316,17 +342,20 @@ def _check_deps(steps, problems):
         else:
             index[t] = i
     edges = []
+    later = False  # a step depends on a later one: only then can there be a cycle
     for i, st in enumerate(steps):
         e = []
         for j, d in enumerate(st["depends_on"]):
-            w = "steps[%d].depends_on[%d]" % (i, j)
             if d == st["task_id"]:
-                problems.append("%s: %s is the step itself" % (w, _quote(d)))
+                problems.append("%s: %s is the step itself" % (_dep_at(i, j), _quote(d)))
             elif d not in index:
-                problems.append("%s: %s names no task in the plan" % (w, _quote(d)))
+                problems.append("%s: %s names no task in the plan" % (_dep_at(i, j), _quote(d)))
             elif index[d] not in e and index[d] != i:
                 e.append(index[d])
+                later = later or index[d] > i
         edges.append(e)
+    if not later:
+        return  # every edge points back: no cycle
     # cycles: colour DFS from each step in plan order; each cycle reported once, at its first step
     state = [0] * len(steps)  # 0 new, 1 on stack, 2 done
     seen = []

@@ -56,6 +56,32 @@ else:
         return end
 
 
+if sys.implementation.name == "micropython":
+
+    @micropython.viper
+    def ascii_str(s) -> bool:
+        """Whether the str s is all ASCII (then valid UTF-8 of len(s) bytes), read in place."""
+        # MicroPython keeps a str as its UTF-8 bytes and a NUL after them: when its first n
+        # bytes (n = len(s), characters) are ASCII and a NUL follows, those are all its bytes
+        n = int(len(s))
+        b = ptr8(s)
+        i = 0
+        while i < n:
+            if b[i] >= 0x80:
+                return False
+            i += 1
+        return b[n] == 0
+
+else:
+
+    def ascii_str(s):
+        """Whether the str s is all ASCII (then valid UTF-8 of len(s) bytes)."""
+        return s.isascii()
+
+
+ascii_end = _ascii_end  # (buf, i, end): the first offset >= i of a byte >= 0x80, or end
+
+
 def first_invalid(buf, start=0, end=-1):
     """Offset of the first byte of buf[start:end] that does not begin a valid UTF-8 sequence, or
     -1 when it is all valid (the same rules as valid_utf8). Runs of ASCII are passed by a viper

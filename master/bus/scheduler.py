@@ -67,7 +67,16 @@ class Run:
         for i, st in enumerate(sts):
             if st["depends_on"]:
                 self.steps[i].deps = tuple([by_id[d] for d in st["depends_on"]])
-        self.order = sorted(self.steps, key=_key)  # dispatch order within this plan
+        # dispatch order within this plan: by priority, then plan index; with one priority
+        # for every step (the common plan) that is plan order, taken without the sort (a
+        # sort by key was ~117,000 RV32 instructions for 16 steps)
+        k0 = self.steps[0].key[0] if self.steps else 0
+        for s in self.steps:
+            if s.key[0] != k0:
+                self.order = sorted(self.steps, key=_key)
+                break
+        else:
+            self.order = list(self.steps)
         self.left = n = len(self.steps)
         # Every step has its final status: kept as an attribute beside `left` (set where left
         # reaches 0), not a property: on MicroPython a class with a property makes every

@@ -2,7 +2,7 @@
 import gc
 import json
 
-from rv32count import count, count64
+from rv32count import PAIR, count, count64, instret30
 
 from organbus import frame
 
@@ -253,6 +253,166 @@ def scheduler():
     }
 
 
+class _Sock:
+    """A connected client socket for the HTTP server (the StreamReader/writer pair it gets):
+    the request's bytes are all there at once; what the server writes is counted."""
+
+    def __init__(self, data):
+        self.data = data
+        self.i = 0
+        self.sent = 0
+
+    async def readinto(self, buf):
+        i = self.i
+        n = min(len(buf), len(self.data) - i)
+        buf[:n] = self.data[i : i + n]
+        self.i = i + n
+        return n
+
+    async def read(self, n):
+        i = self.i
+        self.i = min(len(self.data), i + n)
+        return self.data[i : self.i]
+
+    def write(self, b):
+        self.sent += len(b)
+
+    async def drain(self):
+        pass
+
+    def close(self):
+        pass
+
+    async def wait_closed(self):
+        pass
+
+    def get_extra_info(self, what):
+        return ("192.168.4.20", 50123)  # a client on the LAN: rate-limited as one
+
+
+class _Edge:
+    """A port's tx that notes the instruction counter at the first COMMAND byte handed to it
+    (the UART edge's `command`), then puts its frames on the rig's wire."""
+
+    def __init__(self, out, port, cell):
+        from bench_master import _Out
+
+        self.o = _Out(out, port)
+        self.cell = cell
+
+    def send(self, f):
+        self.o.send(f)
+
+    def command(self, f):
+        c = self.cell
+        if c[0] < 0:
+            c[0] = instret30()
+            c[1].set()
+        self.o.command(f)
+
+    def unread(self):
+        return False
+
+
+def _http_request(path, body, extra=""):
+    head = (
+        "POST %s HTTP/1.1\r\nHost: 192.168.4.1\r\nUser-Agent: curl/8.5.0\r\nAccept: */*\r\n"
+        "%sContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % (path, extra, len(body))
+    )
+    return head.encode() + body
+
+
+def _to_command(request, rounds=4):
+    """Fewest instructions (rounds after the first, a warm-up) from the HTTP server taking a
+    connection whose request bytes all wait in its socket (`HttpServer._conn`, as the listener
+    starts it) until the first COMMAND is handed to a port's edge; every round's plan is then
+    answered by instant organs to its end and the answer written. (count, bytes answered)."""
+    import asyncio
+
+    from bench_master import _Feeder, _Wire
+    import master_fakes as mf
+    from master import app
+    from master.links import httpd
+    from master.bus.body import build
+
+    out = _Wire()
+    cell = [-1, None]
+    body = build({0: _Edge(out, 0, cell), 1: _Edge(out, 1, cell)}, lambda: 0)
+    reg = _Feeder(body)
+    reg.feed(0, frame.encode(frame.DESCRIPTOR, mf.encode_descriptor(mf.led())), 0)
+    reg.feed(1, frame.encode(frame.DESCRIPTOR, mf.encode_descriptor(mf.speaker())), 0)
+    server = httpd.HttpServer(app.http_routes(body), {})
+    events = {}
+
+    async def one():
+        out.clear()
+        cell[0] = -1
+        cell[1] = asyncio.Event()
+        sock = _Sock(request)
+        gc.collect()
+        t0 = instret30()
+        task = asyncio.create_task(server._conn(sock, sock))
+        await cell[1].wait()
+        n = ((cell[0] - t0) & 0x3FFFFFFF) - PAIR
+        while len(out):  # the organs answer at once, every step to its end
+            port, f = out.pop(0)
+            if f[2] != frame.COMMAND:
+                continue
+            name = str(bytes(f[6 : 6 + f[5]]), "utf-8")
+            reg.feed(port, frame.RESP_OK_FRAME, 0)
+            if name in ("led_blink", "speak", "chime"):
+                ev = events.get(name)
+                if ev is None:
+                    ev = events[name] = frame.encode(frame.EVENT, mf.command.encode_event(name, 0))
+                reg.feed(port, ev, 0)
+        await task
+        assert server.counts.get(200, 0) > 0 and not server.errors, server.stats()
+        return n, sock.sent
+
+    best = None
+    for i in range(rounds):
+        n, sent = asyncio.run(one())
+        if i and (best is None or n < best):
+            best = n
+    assert server.counts == {200: rounds}, server.counts
+    return best, sent
+
+
+def links():
+    from bench_master import _plan16
+
+    raw = json.dumps(_plan16()).encode()
+    plan_req = _http_request("/plan", raw)
+    plan, plan_sent = _to_command(plan_req)
+    call = b'{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "led_on", "arguments": {}}}'
+    mcp_req = _http_request(
+        "/mcp",
+        call,
+        "Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2025-06-18\r\n",
+    )
+    mcp, mcp_sent = _to_command(mcp_req)
+    # two parts of both rows that are master/links/httpd.py's: gc.mem_free() (HttpServer._conn's
+    # min_free check, once per request: it walks the whole heap's allocation table, so it
+    # costs what the image's heap size makes it) and the head's parse
+    from master.links import httpd
+
+    free, _ = _measure(gc.mem_free)
+    head, _ = _measure(httpd.parse_head, plan_req[: plan_req.find(b"\r\n\r\n")])
+    mhead, _ = _measure(httpd.parse_head, mcp_req[: mcp_req.find(b"\r\n\r\n")])
+    return {
+        "http_mem_free_insn": free,
+        "http_heap_bytes": gc.mem_free() + gc.mem_alloc(),
+        "plan16_parse_head_insn": head,
+        "mcp_parse_head_insn": mhead,
+        "plan16_to_command_insn": plan,
+        "plan16_request_bytes": len(plan_req),
+        "plan16_answer_bytes": plan_sent,
+        "mcp_call_insn": mcp,
+        "mcp_request_bytes": len(mcp_req),
+        "mcp_answer_bytes": mcp_sent,
+    }
+
+
 def voice():
     from bench_voice import BLOCK, RATE, TEXT
     from organs.voice import Speech
@@ -295,7 +455,7 @@ def voice():
     }
 
 
-PARTS = (crc, decoder, descriptor, organ_command, scheduler, voice)
+PARTS = (crc, decoder, descriptor, organ_command, scheduler, links, voice)
 
 
 def main(names=None):
