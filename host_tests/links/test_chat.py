@@ -95,7 +95,7 @@ def master():
 def test_chat_sends_menu_and_schema_and_the_plan_reaches_the_master(master):
     model = StandInModel(recorded_completion(json.dumps(PLAN)))
     try:
-        r = run_chat(master.bus.port, model.url, "Turn the light on and tell me.")
+        r = run_chat(master.port, model.url, "Turn the light on and tell me.")
     finally:
         model.close()
     assert r.returncode == 0, r.stdout + r.stderr
@@ -105,14 +105,14 @@ def test_chat_sends_menu_and_schema_and_the_plan_reaches_the_master(master):
     assert req["headers"].get("Authorization") == "Bearer sk-test-key", req["headers"]
     body = req["body"]
     assert body["model"] == "stand-in-model"
-    menu = master.bus.body.menu()
+    menu = master.body.menu()
     system = body["messages"][0]["content"]
     for c in menu["capabilities"]:
         assert '"%s"' % c["name"] in system and c["description"] in system, c["name"]
     assert body["messages"][1] == {"role": "user", "content": "Turn the light on and tell me."}
     rf = body["response_format"]
     assert rf["type"] == "json_schema" and rf["json_schema"]["schema"] == menu["plan_schema"], rf
-    assert master.bus.body.executed == [PLAN], "the model's plan reached the master unchanged"
+    assert master.body.executed == [PLAN], "the model's plan reached the master unchanged"
     assert "body: Light is on." in r.stdout, r.stdout
     assert "report: ok" in r.stdout and "t2 speak: done" in r.stdout, r.stdout
 
@@ -122,25 +122,25 @@ def test_refused_plan_is_shown_with_its_problems(master):
                              "priority": 5, "depends_on": []}])  # fmt: skip
     model = StandInModel(recorded_completion(json.dumps(bad)))
     try:
-        r = run_chat(master.bus.port, model.url, "Dance!")
+        r = run_chat(master.port, model.url, "Dance!")
     finally:
         model.close()
     assert r.returncode == 1, r.stdout + r.stderr
     assert "plan refused by the master (422)" in r.stdout, r.stdout
     assert "dance" in r.stdout and "led_on" in r.stdout, "problems name the action and the menu"
-    assert master.bus.body.commands == []
+    assert master.body.commands == []
 
 
 def test_model_errors_are_reported_not_hidden(master):
     model = StandInModel({"error": {"message": "invalid api key"}}, status=401)
     try:
-        r = run_chat(master.bus.port, model.url, "hello")
+        r = run_chat(master.port, model.url, "hello")
     finally:
         model.close()
     assert r.returncode == 2 and "401" in r.stderr and "invalid api key" in r.stderr, r.stderr
-    r = run_chat(master.bus.port, "http://127.0.0.1:9/v1", "hello")
+    r = run_chat(master.port, "http://127.0.0.1:9/v1", "hello")
     assert r.returncode == 2 and "cannot reach" in r.stderr, r.stderr
-    assert master.bus.body.commands == []
+    assert master.body.commands == []
 
 
 def test_master_token_is_sent():

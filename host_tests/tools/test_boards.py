@@ -196,7 +196,9 @@ def test_manifests_freeze_what_each_board_runs():
         assert "include" in names, "%s manifest does not include the port's own manifest" % role
     master = calls["master"]
     assert ("require", ["aiorepl"], {}) in master, "the master freezes aiorepl"
-    pk = [c for c in master if c[0] == "package" and c[1] == ["master"]]
+    assert ("include", ["../../master/manifest.py"], {}) in master, "the master's own manifest"
+    own = _manifest_calls(os.path.join(ROOT, "master", "manifest.py"))
+    pk = [c for c in own if c[0] == "package" and c[1] == ["master"]]
     assert pk, "the master freezes the master package"
     assert any(c[0] == "package" and c[1] == ["organs"] for c in calls["led"]), "led freezes organs"
     # The speaker's organs package stays on the filesystem (voice data files, subpackage).

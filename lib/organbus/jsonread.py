@@ -282,7 +282,7 @@ if sys.implementation.name == "micropython":
             return -1
 
 else:
-    _KEYAT = [0] * (2 * _KEYS)
+    _KEYAT = [0] * (2 * _KEYS)  # type: ignore[assignment]
 
     def _scan(buf, n, stack, keys, max_depth, max_number):
         # the machine code's twin, line for line
