@@ -9,7 +9,7 @@ from organbus.command import (
     clamp_value,
     decode_command,
     encode_event,
-    find_name,
+    find_name_at,
     name_table,
 )
 from organbus.descriptor import DescriptorError, encode_descriptor, validate_descriptor
@@ -224,7 +224,7 @@ class Organ:
 
     def _find(self, payload, n):
         # The capability the COMMAND names (its index), or -1.
-        return find_name(payload, n, self._name_table)
+        return find_name_at(payload, 0, n, self._name_table)
 
     def _command(self, payload, n, now):
         self.commands += 1

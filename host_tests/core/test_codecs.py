@@ -561,8 +561,8 @@ def test_find_name_in_a_name_table():
     table = command.name_table(["led_on", "led_off", "led_blink", "x"])
     for i, name in enumerate(("led_on", "led_off", "led_blink", "x")):
         p = command.encode_command(name)
-        assert command.find_name(p, len(p), table) == i, "%s is name %d" % (name, i)
+        assert command.find_name_at(p, 0, len(p), table) == i, "%s is name %d" % (name, i)
     for bad in (b"", b"\x06led_o", b"\x06led_of", b"\x03led", b"\x07led_onn", b"\x01y"):
-        assert command.find_name(bad, len(bad), table) == -1, "%r names nothing" % bad
+        assert command.find_name_at(bad, 0, len(bad), table) == -1, "%r names nothing" % bad
     p = command.encode_command("led_off") + b"\x00"
-    assert command.find_name(p, 3, table) == -1, "a name cut off by n is not found"
+    assert command.find_name_at(p, 0, 3, table) == -1, "a name cut off by n is not found"

@@ -1,4 +1,4 @@
-# command.find_name_at: a str8 name at an offset (an EVENT's) found in a name table, viper and pure alike.
+# command.find_name_at: a str8 name at an offset (a COMMAND's at 0, an EVENT's at 1) found in a name table.
 from organbus import command
 
 UNIX_PORT = True
@@ -28,10 +28,10 @@ def test_names_it_does_not_hold_or_that_do_not_fit():
     assert command.find_name_at(p, 1, len(p) - 1, command.name_table([])) == -1
 
 
-def test_the_same_as_find_name_at_offset_zero():
-    table = command.name_table(["a", "bb", "ccc"])
+def test_a_command_name_at_offset_zero():
+    names = ["a", "bb", "ccc"]
+    table = command.name_table(names)
     for name in ("a", "bb", "ccc", "dd", ""):
         p = command.encode_command(name) if name else b"\x00"
-        assert command.find_name_at(p, 0, len(p), table) == command.find_name(
-            p, len(p), table
-        ), name
+        want = names.index(name) if name in names else -1
+        assert command.find_name_at(p, 0, len(p), table) == want, name

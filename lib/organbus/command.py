@@ -1,7 +1,6 @@
 # COMMAND and EVENT payload codecs (PROTOCOL.md sections 5 and 6) and the organ-side limit rules.
 import math
 import struct
-import sys
 
 import micropython
 
@@ -54,7 +53,7 @@ def command_name(payload, n):
 
 
 def name_table(names):
-    """Capability names as one table for find_name: str8 after str8, then a 0 byte."""
+    """Capability names as one table for find_name_at: str8 after str8, then a 0 byte."""
     out = bytearray()
     for name in names:
         b = name.encode("utf-8")
@@ -64,86 +63,30 @@ def name_table(names):
     return bytes(out)
 
 
-if sys.implementation.name == "micropython":
-
-    @micropython.viper
-    def find_name(payload: ptr8, n: int, table: ptr8) -> int:
-        """Index in name_table(names) of the name the COMMAND in payload[:n] carries, or -1
-        (the organ's dispatch: one call, no allocation)."""
-        if n < 1:
-            return -1
-        k = int(payload[0])
-        if k >= n:
-            return -1
-        idx = 0
-        p = 0
-        while True:
-            m = int(table[p])
-            if m == 0:
-                return -1
-            if m == k:
-                i = 0
-                while i < k and payload[1 + i] == table[p + 1 + i]:
-                    i += 1
-                if i == k:
-                    return idx
-            p += m + 1
-            idx += 1
-
-    @micropython.viper
-    def find_name_at(payload: ptr8, off: int, n: int, table: ptr8) -> int:
-        """find_name for a str8 name at payload[off] (an EVENT's is at 1), within payload[:n]."""
-        if off < 0 or off >= n:
-            return -1
-        k = int(payload[off])
-        if off + k >= n:
-            return -1
-        idx = 0
-        p = 0
-        while True:
-            m = int(table[p])
-            if m == 0:
-                return -1
-            if m == k:
-                i = 0
-                while i < k and payload[off + 1 + i] == table[p + 1 + i]:
-                    i += 1
-                if i == k:
-                    return idx
-            p += m + 1
-            idx += 1
-
-else:
-
-    def find_name(payload, n, table):
-        """Index in name_table(names) of the name the COMMAND in payload[:n] carries, or -1."""
-        if n < 1 or payload[0] >= n:
-            return -1
-        k = payload[0]
-        name = bytes(payload[1 : 1 + k])
-        idx = p = 0
-        while table[p]:
-            m = table[p]
-            if m == k and table[p + 1 : p + 1 + m] == name:
-                return idx
-            p += m + 1
-            idx += 1
+@micropython.viper
+def find_name_at(payload: ptr8, off: int, n: int, table: ptr8) -> int:
+    """Index in name_table(names) of the str8 name at payload[off] within payload[:n], or -1:
+    a COMMAND's name is at 0 (the organ's dispatch), an EVENT's at 1 (the master's registry).
+    One call, no allocation; viper on a board, the same lines on CPython (the shim's ptr8)."""
+    if off < 0 or off >= n:
         return -1
-
-    def find_name_at(payload, off, n, table):
-        """find_name for a str8 name at payload[off] (an EVENT's is at 1), within payload[:n]."""
-        if off < 0 or off >= n or off + payload[off] >= n:
-            return -1
-        k = payload[off]
-        name = bytes(payload[off + 1 : off + 1 + k])
-        idx = p = 0
-        while table[p]:
-            m = table[p]
-            if m == k and table[p + 1 : p + 1 + m] == name:
-                return idx
-            p += m + 1
-            idx += 1
+    k = int(payload[off])
+    if off + k >= n:
         return -1
+    idx = 0
+    p = 0
+    while True:
+        m = int(table[p])
+        if m == 0:
+            return -1
+        if m == k:
+            i = 0
+            while i < k and payload[off + 1 + i] == table[p + 1 + i]:
+                i += 1
+            if i == k:
+                return idx
+        p += m + 1
+        idx += 1
 
 
 def name_is(payload, n, name_bytes):

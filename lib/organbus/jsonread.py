@@ -12,8 +12,9 @@
 # 16-step plan where this reader takes 7.1 M). Anything the scan does not pass (every refusal,
 # and the texts json.loads would read differently) goes to the reader below, which names it.
 import json
-import sys
+from array import array
 
+import micropython
 from micropython import const
 
 from organbus.utf8 import first_invalid, sequence_length
@@ -38,457 +39,236 @@ _ESC = {
 }
 
 
-if sys.implementation.name == "micropython":
-    import micropython
-
-    @micropython.viper
-    def _control_at(buf: ptr8, i: int, end: int) -> int:
-        # the first offset >= i of a byte < 0x20 in buf[:end], or end
-        while i < end:
-            if buf[i] < 0x20:
-                return i
-            i += 1
-        return end
-
-else:
-
-    def _control_at(buf, i, end):
-        if i < end and min(buf[i:end]) >= 0x20:
-            return end
-        while i < end and buf[i] >= 0x20:
-            i += 1
-        return i
+@micropython.viper
+def _control_at(buf: ptr8, i: int, end: int) -> int:
+    # the first offset >= i of a byte < 0x20 in buf[:end], or end
+    while i < end:
+        if buf[i] < 0x20:
+            return i
+        i += 1
+    return end
 
 
 _STACK_MAX = const(32)  # nesting the scan can follow (its stack); deeper limits use the reader
 _KEYS = const(24)  # keys of the open objects the scan compares (a plan holds 16 at most)
 _STACK = bytearray(2 * _STACK_MAX)  # the scan's open containers, reused by every read
 
-if sys.implementation.name == "micropython":
-    _KEYAT = bytearray(8 * _KEYS)  # the scan's keys: (start, length) as 32-bit words
+_KEYAT = array("i", [0] * (2 * _KEYS))  # the scan's keys: (start, length) as 32-bit words
 
-    @micropython.viper
-    def _scan(buf: ptr8, n: int, stack: ptr8, keys: ptr32, max_depth: int, max_number: int) -> int:
-        # One JSON text in buf[:n] by RFC 8259's grammar, number tokens of at most max_number
-        # bytes, no control character in a string, no \u escape of a surrogate, no key twice
-        # in an object (as bytes): members * 4 + 1 with an exponent + 2 when keys could not
-        # all be compared (an escaped key, more than _KEYS open); -2 - offset where the reader
-        # refuses a value nested deeper than max_depth (so its recursion never goes there);
-        # else -1. The bytes are valid UTF-8 already (first_invalid). `stack`: per open
-        # container its byte ({ or [) and the index of its first key in `keys`, which holds
-        # (start, length) of the open objects' keys.
-        i = 0
-        depth = 0
-        members = 0
-        flags = 0
-        nk = 0  # keys held in `keys`
-        want = 1  # 1: a value comes next; 0: a value just ended
-        while True:
-            while i < n:
-                c = buf[i]
-                if c == 0x20 or c == 0x0A or c == 0x0D or c == 0x09:
-                    i += 1
-                else:
-                    break
-            if want == 0:
-                if depth == 0:
-                    if i < n:
-                        return -1
-                    return members * 4 + flags
-                if i >= n:
+
+@micropython.viper
+def _scan(buf: ptr8, n: int, stack: ptr8, keys: ptr32, max_depth: int, max_number: int) -> int:
+    # One JSON text in buf[:n] by RFC 8259's grammar, number tokens of at most max_number
+    # bytes, no control character in a string, no \u escape of a surrogate, no key twice
+    # in an object (as bytes): members * 4 + 1 with an exponent + 2 when keys could not
+    # all be compared (an escaped key, more than _KEYS open); -2 - offset where the reader
+    # refuses a value nested deeper than max_depth (so its recursion never goes there);
+    # else -1. The bytes are valid UTF-8 already (first_invalid). `stack`: per open
+    # container its byte ({ or [) and the index of its first key in `keys`, which holds
+    # (start, length) of the open objects' keys.
+    i = 0
+    depth = 0
+    members = 0
+    flags = 0
+    nk = 0  # keys held in `keys`
+    want = 1  # 1: a value comes next; 0: a value just ended
+    while True:
+        while i < n:
+            c = buf[i]
+            if c == 0x20 or c == 0x0A or c == 0x0D or c == 0x09:
+                i += 1
+            else:
+                break
+        if want == 0:
+            if depth == 0:
+                if i < n:
                     return -1
-                c = buf[i]
-                top = stack[2 * depth - 2]
-                if c == 0x2C:  # ,
-                    i += 1
-                    want = 1
-                    if top == 0x7B:
-                        want = 2  # a key
-                elif (c == 0x7D and top == 0x7B) or (c == 0x5D and top == 0x5B):
-                    depth -= 1
-                    nk = stack[2 * depth + 1]  # its keys are let go
-                    i += 1
-                    continue
-                else:
-                    return -1
-                continue
+                return members * 4 + flags
             if i >= n:
                 return -1
             c = buf[i]
-            if want == 2 and c != 0x22:
-                return -1
-            if c == 0x7B or c == 0x5B:  # { [
-                stack[2 * depth] = c
-                stack[2 * depth + 1] = nk
-                depth += 1
+            top = stack[2 * depth - 2]
+            if c == 0x2C:  # ,
                 i += 1
-                while i < n:
-                    c2 = buf[i]
-                    if c2 == 0x20 or c2 == 0x0A or c2 == 0x0D or c2 == 0x09:
-                        i += 1
-                    else:
-                        break
-                if i < n and buf[i] == c + 2:  # } is { + 2, ] is [ + 2
-                    depth -= 1
-                    i += 1
-                    want = 0
-                elif c == 0x7B:
-                    want = 2
-                elif depth > max_depth:
-                    return -2 - i  # the reader's refusal: its first item is too deep
-                continue
-            if c == 0x22:  # "
+                want = 1
+                if top == 0x7B:
+                    want = 2  # a key
+            elif (c == 0x7D and top == 0x7B) or (c == 0x5D and top == 0x5B):
+                depth -= 1
+                nk = stack[2 * depth + 1]  # its keys are let go
                 i += 1
-                s0 = i
-                esc = 0
-                while True:
-                    if i >= n:
-                        return -1
-                    c = buf[i]
-                    if c == 0x22:
-                        break
-                    if c < 0x20:
-                        return -1
-                    if c == 0x5C:
-                        esc = 1
-                        if i + 1 >= n:
-                            return -1
-                        e = buf[i + 1]
-                        if e == 0x75:  # u
-                            if i + 5 >= n:
-                                return -1
-                            cp = 0
-                            k = i + 2
-                            while k < i + 6:
-                                h = buf[k]
-                                if 0x30 <= h and h <= 0x39:
-                                    cp = cp * 16 + h - 0x30
-                                elif 0x61 <= h and h <= 0x66:
-                                    cp = cp * 16 + h - 0x57
-                                elif 0x41 <= h and h <= 0x46:
-                                    cp = cp * 16 + h - 0x37
-                                else:
-                                    return -1
-                                k += 1
-                            if 0xD800 <= cp and cp <= 0xDFFF:
-                                return -1  # a surrogate: the reader pairs or keeps it (Lone)
-                            i += 6
-                            continue
-                        if (
-                            e == 0x22
-                            or e == 0x5C
-                            or e == 0x2F
-                            or e == 0x62
-                            or e == 0x66
-                            or e == 0x6E
-                            or e == 0x72
-                            or e == 0x74
-                        ):
-                            i += 2
-                            continue
-                        return -1
-                    i += 1
-                kl = i - s0
-                i += 1
-                if want == 2:  # a key: not one its object had before, its ':', its value
-                    members += 1
-                    if esc or nk >= _KEYS:
-                        flags |= 2  # json.loads' objects are counted instead
-                    else:
-                        j = stack[2 * depth - 1]
-                        while j < nk:
-                            if keys[2 * j + 1] == kl:
-                                a = keys[2 * j]
-                                m = 0
-                                while m < kl and buf[a + m] == buf[s0 + m]:
-                                    m += 1
-                                if m == kl:
-                                    return -1  # a repeated key: the reader lists it
-                            j += 1
-                        keys[2 * nk] = s0
-                        keys[2 * nk + 1] = kl
-                        nk += 1
-                    while i < n:
-                        c = buf[i]
-                        if c == 0x20 or c == 0x0A or c == 0x0D or c == 0x09:
-                            i += 1
-                        else:
-                            break
-                    if i >= n or buf[i] != 0x3A:
-                        return -1
-                    i += 1
-                    if depth > max_depth:
-                        return -2 - i  # the reader's refusal: the first value is too deep
-                    want = 1
-                else:
-                    want = 0
                 continue
-            if c == 0x2D or (0x30 <= c and c <= 0x39):
-                start = i
-                if c == 0x2D:
-                    i += 1
-                if i < n and buf[i] == 0x30:
-                    i += 1
-                elif i < n and 0x31 <= buf[i] and buf[i] <= 0x39:
-                    while i < n and 0x30 <= buf[i] and buf[i] <= 0x39:
-                        i += 1
-                else:
-                    return -1
-                if i < n and buf[i] == 0x2E:
-                    i += 1
-                    j = i
-                    while i < n and 0x30 <= buf[i] and buf[i] <= 0x39:
-                        i += 1
-                    if i == j:
-                        return -1
-                if i < n and (buf[i] == 0x65 or buf[i] == 0x45):
-                    flags = 1
-                    i += 1
-                    if i < n and (buf[i] == 0x2B or buf[i] == 0x2D):
-                        i += 1
-                    j = i
-                    while i < n and 0x30 <= buf[i] and buf[i] <= 0x39:
-                        i += 1
-                    if i == j:
-                        return -1
-                if i - start > max_number:
-                    return -1
-                want = 0
-                continue
-            if c == 0x74:  # true
-                if i + 3 < n and buf[i + 1] == 0x72 and buf[i + 2] == 0x75 and buf[i + 3] == 0x65:
-                    i += 4
-                    want = 0
-                    continue
+            else:
                 return -1
-            if c == 0x66:  # false
-                if (
-                    i + 4 < n
-                    and buf[i + 1] == 0x61
-                    and buf[i + 2] == 0x6C
-                    and buf[i + 3] == 0x73
-                    and buf[i + 4] == 0x65
-                ):
-                    i += 5
-                    want = 0
-                    continue
-                return -1
-            if c == 0x6E:  # null
-                if i + 3 < n and buf[i + 1] == 0x75 and buf[i + 2] == 0x6C and buf[i + 3] == 0x6C:
-                    i += 4
-                    want = 0
-                    continue
-                return -1
+            continue
+        if i >= n:
             return -1
-
-else:
-    _KEYAT = [0] * (2 * _KEYS)  # type: ignore[assignment]
-
-    def _scan(buf, n, stack, keys, max_depth, max_number):
-        # the machine code's twin, line for line
-        i = 0
-        depth = 0
-        members = 0
-        flags = 0
-        nk = 0  # keys held in `keys`
-        want = 1  # 1: a value comes next; 0: a value just ended
-        while True:
+        c = buf[i]
+        if want == 2 and c != 0x22:
+            return -1
+        if c == 0x7B or c == 0x5B:  # { [
+            stack[2 * depth] = c
+            stack[2 * depth + 1] = nk
+            depth += 1
+            i += 1
             while i < n:
-                c = buf[i]
-                if c == 0x20 or c == 0x0A or c == 0x0D or c == 0x09:
+                c2 = buf[i]
+                if c2 == 0x20 or c2 == 0x0A or c2 == 0x0D or c2 == 0x09:
                     i += 1
                 else:
                     break
-            if want == 0:
-                if depth == 0:
-                    if i < n:
-                        return -1
-                    return members * 4 + flags
+            if i < n and buf[i] == c + 2:  # } is { + 2, ] is [ + 2
+                depth -= 1
+                i += 1
+                want = 0
+            elif c == 0x7B:
+                want = 2
+            elif depth > max_depth:
+                return -2 - i  # the reader's refusal: its first item is too deep
+            continue
+        if c == 0x22:  # "
+            i += 1
+            s0 = i
+            esc = 0
+            while True:
                 if i >= n:
                     return -1
                 c = buf[i]
-                top = stack[2 * depth - 2]
-                if c == 0x2C:  # ,
-                    i += 1
-                    want = 1
-                    if top == 0x7B:
-                        want = 2  # a key
-                elif (c == 0x7D and top == 0x7B) or (c == 0x5D and top == 0x5B):
-                    depth -= 1
-                    nk = stack[2 * depth + 1]  # its keys are let go
-                    i += 1
-                    continue
-                else:
+                if c == 0x22:
+                    break
+                if c < 0x20:
                     return -1
-                continue
-            if i >= n:
-                return -1
-            c = buf[i]
-            if want == 2 and c != 0x22:
-                return -1
-            if c == 0x7B or c == 0x5B:  # { [
-                stack[2 * depth] = c
-                stack[2 * depth + 1] = nk
-                depth += 1
-                i += 1
-                while i < n:
-                    c2 = buf[i]
-                    if c2 == 0x20 or c2 == 0x0A or c2 == 0x0D or c2 == 0x09:
-                        i += 1
-                    else:
-                        break
-                if i < n and buf[i] == c + 2:  # } is { + 2, ] is [ + 2
-                    depth -= 1
-                    i += 1
-                    want = 0
-                elif c == 0x7B:
-                    want = 2
-                elif depth > max_depth:
-                    return -2 - i  # the reader's refusal: its first item is too deep
-                continue
-            if c == 0x22:  # "
-                i += 1
-                s0 = i
-                esc = 0
-                while True:
-                    if i >= n:
+                if c == 0x5C:
+                    esc = 1
+                    if i + 1 >= n:
                         return -1
-                    c = buf[i]
-                    if c == 0x22:
-                        break
-                    if c < 0x20:
-                        return -1
-                    if c == 0x5C:
-                        esc = 1
-                        if i + 1 >= n:
+                    e = buf[i + 1]
+                    if e == 0x75:  # u
+                        if i + 5 >= n:
                             return -1
-                        e = buf[i + 1]
-                        if e == 0x75:  # u
-                            if i + 5 >= n:
+                        cp = 0
+                        k = i + 2
+                        while k < i + 6:
+                            h = buf[k]
+                            if 0x30 <= h and h <= 0x39:
+                                cp = cp * 16 + h - 0x30
+                            elif 0x61 <= h and h <= 0x66:
+                                cp = cp * 16 + h - 0x57
+                            elif 0x41 <= h and h <= 0x46:
+                                cp = cp * 16 + h - 0x37
+                            else:
                                 return -1
-                            cp = 0
-                            k = i + 2
-                            while k < i + 6:
-                                h = buf[k]
-                                if 0x30 <= h and h <= 0x39:
-                                    cp = cp * 16 + h - 0x30
-                                elif 0x61 <= h and h <= 0x66:
-                                    cp = cp * 16 + h - 0x57
-                                elif 0x41 <= h and h <= 0x46:
-                                    cp = cp * 16 + h - 0x37
-                                else:
-                                    return -1
-                                k += 1
-                            if 0xD800 <= cp and cp <= 0xDFFF:
-                                return -1  # a surrogate: the reader pairs or keeps it (Lone)
-                            i += 6
-                            continue
-                        if (
-                            e == 0x22
-                            or e == 0x5C
-                            or e == 0x2F
-                            or e == 0x62
-                            or e == 0x66
-                            or e == 0x6E
-                            or e == 0x72
-                            or e == 0x74
-                        ):
-                            i += 2
-                            continue
-                        return -1
-                    i += 1
-                kl = i - s0
+                            k += 1
+                        if 0xD800 <= cp and cp <= 0xDFFF:
+                            return -1  # a surrogate: the reader pairs or keeps it (Lone)
+                        i += 6
+                        continue
+                    if (
+                        e == 0x22
+                        or e == 0x5C
+                        or e == 0x2F
+                        or e == 0x62
+                        or e == 0x66
+                        or e == 0x6E
+                        or e == 0x72
+                        or e == 0x74
+                    ):
+                        i += 2
+                        continue
+                    return -1
                 i += 1
-                if want == 2:  # a key: not one its object had before, its ':', its value
-                    members += 1
-                    if esc or nk >= _KEYS:
-                        flags |= 2  # json.loads' objects are counted instead
+            kl = i - s0
+            i += 1
+            if want == 2:  # a key: not one its object had before, its ':', its value
+                members += 1
+                if esc or nk >= _KEYS:
+                    flags |= 2  # json.loads' objects are counted instead
+                else:
+                    j = stack[2 * depth - 1]
+                    while j < nk:
+                        if keys[2 * j + 1] == kl:
+                            a = keys[2 * j]
+                            m = 0
+                            while m < kl and buf[a + m] == buf[s0 + m]:
+                                m += 1
+                            if m == kl:
+                                return -1  # a repeated key: the reader lists it
+                        j += 1
+                    keys[2 * nk] = s0
+                    keys[2 * nk + 1] = kl
+                    nk += 1
+                while i < n:
+                    c = buf[i]
+                    if c == 0x20 or c == 0x0A or c == 0x0D or c == 0x09:
+                        i += 1
                     else:
-                        j = stack[2 * depth - 1]
-                        while j < nk:
-                            if keys[2 * j + 1] == kl:
-                                a = keys[2 * j]
-                                m = 0
-                                while m < kl and buf[a + m] == buf[s0 + m]:
-                                    m += 1
-                                if m == kl:
-                                    return -1  # a repeated key: the reader lists it
-                            j += 1
-                        keys[2 * nk] = s0
-                        keys[2 * nk + 1] = kl
-                        nk += 1
-                    while i < n:
-                        c = buf[i]
-                        if c == 0x20 or c == 0x0A or c == 0x0D or c == 0x09:
-                            i += 1
-                        else:
-                            break
-                    if i >= n or buf[i] != 0x3A:
-                        return -1
-                    i += 1
-                    if depth > max_depth:
-                        return -2 - i  # the reader's refusal: the first value is too deep
-                    want = 1
-                else:
-                    want = 0
-                continue
-            if c == 0x2D or (0x30 <= c and c <= 0x39):
-                start = i
-                if c == 0x2D:
-                    i += 1
-                if i < n and buf[i] == 0x30:
-                    i += 1
-                elif i < n and 0x31 <= buf[i] and buf[i] <= 0x39:
-                    while i < n and 0x30 <= buf[i] and buf[i] <= 0x39:
-                        i += 1
-                else:
+                        break
+                if i >= n or buf[i] != 0x3A:
                     return -1
-                if i < n and buf[i] == 0x2E:
+                i += 1
+                if depth > max_depth:
+                    return -2 - i  # the reader's refusal: the first value is too deep
+                want = 1
+            else:
+                want = 0
+            continue
+        if c == 0x2D or (0x30 <= c and c <= 0x39):
+            start = i
+            if c == 0x2D:
+                i += 1
+            if i < n and buf[i] == 0x30:
+                i += 1
+            elif i < n and 0x31 <= buf[i] and buf[i] <= 0x39:
+                while i < n and 0x30 <= buf[i] and buf[i] <= 0x39:
                     i += 1
-                    j = i
-                    while i < n and 0x30 <= buf[i] and buf[i] <= 0x39:
-                        i += 1
-                    if i == j:
-                        return -1
-                if i < n and (buf[i] == 0x65 or buf[i] == 0x45):
-                    flags = 1
+            else:
+                return -1
+            if i < n and buf[i] == 0x2E:
+                i += 1
+                j = i
+                while i < n and 0x30 <= buf[i] and buf[i] <= 0x39:
                     i += 1
-                    if i < n and (buf[i] == 0x2B or buf[i] == 0x2D):
-                        i += 1
-                    j = i
-                    while i < n and 0x30 <= buf[i] and buf[i] <= 0x39:
-                        i += 1
-                    if i == j:
-                        return -1
-                if i - start > max_number:
+                if i == j:
                     return -1
+            if i < n and (buf[i] == 0x65 or buf[i] == 0x45):
+                flags = 1
+                i += 1
+                if i < n and (buf[i] == 0x2B or buf[i] == 0x2D):
+                    i += 1
+                j = i
+                while i < n and 0x30 <= buf[i] and buf[i] <= 0x39:
+                    i += 1
+                if i == j:
+                    return -1
+            if i - start > max_number:
+                return -1
+            want = 0
+            continue
+        if c == 0x74:  # true
+            if i + 3 < n and buf[i + 1] == 0x72 and buf[i + 2] == 0x75 and buf[i + 3] == 0x65:
+                i += 4
                 want = 0
                 continue
-            if c == 0x74:  # true
-                if i + 3 < n and buf[i + 1] == 0x72 and buf[i + 2] == 0x75 and buf[i + 3] == 0x65:
-                    i += 4
-                    want = 0
-                    continue
-                return -1
-            if c == 0x66:  # false
-                if (
-                    i + 4 < n
-                    and buf[i + 1] == 0x61
-                    and buf[i + 2] == 0x6C
-                    and buf[i + 3] == 0x73
-                    and buf[i + 4] == 0x65
-                ):
-                    i += 5
-                    want = 0
-                    continue
-                return -1
-            if c == 0x6E:  # null
-                if i + 3 < n and buf[i + 1] == 0x75 and buf[i + 2] == 0x6C and buf[i + 3] == 0x6C:
-                    i += 4
-                    want = 0
-                    continue
-                return -1
             return -1
+        if c == 0x66:  # false
+            if (
+                i + 4 < n
+                and buf[i + 1] == 0x61
+                and buf[i + 2] == 0x6C
+                and buf[i + 3] == 0x73
+                and buf[i + 4] == 0x65
+            ):
+                i += 5
+                want = 0
+                continue
+            return -1
+        if c == 0x6E:  # null
+            if i + 3 < n and buf[i + 1] == 0x75 and buf[i + 2] == 0x6C and buf[i + 3] == 0x6C:
+                i += 4
+                want = 0
+                continue
+            return -1
+        return -1
 
 
 class JsonError(ValueError):
