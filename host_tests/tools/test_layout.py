@@ -2,6 +2,8 @@
 import json
 import os
 import re
+import subprocess
+import sys
 
 from support import ROOT, launch
 
@@ -110,3 +112,38 @@ def test_a_role_takes_its_core_modules_from_the_core_list():
         mods = {dest for _, dest in roles.role_files(role)["modules"]}
         from_core = {m for m in mods if m.startswith("organbus/")}
         assert from_core and from_core <= core, (role, from_core - core)
+
+
+# The board side sets its own path (a board's boot as the firmware would): not a tool bootstrap.
+BOARD_SIDE = {"tools/toolpath.py", "tools/vboard_device.py", "tools/simhw/simboot.py"}
+
+
+def test_one_sys_path_bootstrap():
+    # A tool's own `sys.path.insert(...)` / `sys.path[:0] = ...` lines: tools/toolpath.py does it.
+    bad = []
+    for path in _files("tools"):
+        rel = os.path.relpath(path, ROOT)
+        if rel in BOARD_SIDE:
+            continue
+        text = open(path, encoding="utf-8").read()
+        if re.search(r"^\s*sys\.path(\.insert|\.append|\.extend|\[[^\]]*\]\s*=)", text, re.M):
+            bad.append(rel)
+    assert not bad, "put tools/ on the path and `import toolpath`: %s" % bad
+
+
+def test_toolpath_puts_the_tree_on_the_path_from_any_cwd():
+    # From / (tools/ on PYTHONPATH) and from tools/ itself ("." on the path, relative names).
+    code = "import toolpath, sys; print(toolpath.ROOT); print(toolpath.TOOLS); print(sys.path)"
+    for cwd, path in (("/", os.path.join(ROOT, "tools")), (os.path.join(ROOT, "tools"), ".")):
+        out = subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=cwd,
+            env=dict(os.environ, PYTHONPATH=path),
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.splitlines()
+        assert out[0] == ROOT and out[1] == os.path.join(ROOT, "tools"), (cwd, out)
+        got = eval(out[2])
+        for want in (ROOT, os.path.join(ROOT, "lib"), os.path.join(ROOT, "tools", "shim")):
+            assert want in got, (cwd, want, got)
