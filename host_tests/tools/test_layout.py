@@ -147,3 +147,32 @@ def test_toolpath_puts_the_tree_on_the_path_from_any_cwd():
         got = eval(out[2])
         for want in (ROOT, os.path.join(ROOT, "lib"), os.path.join(ROOT, "tools", "shim")):
             assert want in got, (cwd, want, got)
+
+
+def test_one_cable_spec_parser_and_pacer():
+    # tools/cablespec.py parses a SPEC and paces a write for the virtual body and the kit alike.
+    import cablespec
+    from conform import cable
+    from vbody import bus
+
+    assert bus.parse_spec is cablespec.parse_spec and bus.BYTE_S == cablespec.BYTE_S
+    assert isinstance(cable.Cable("connect:127.0.0.1:9").pacer, cablespec.Pacer)
+    bad = []
+    for top in ("tools/vbody", "tools/conform"):
+        for path in _files(top):
+            text = open(path, encoding="utf-8").read()
+            parses = "expected listen:HOST:PORT" in text
+            paces = re.search(r"BYTE_S\s*=|(?<!pacer)\.t_free\s*=", text)
+            if parses or paces:
+                bad.append(os.path.relpath(path, ROOT))
+    assert not bad, "parse and pace through tools/cablespec.py: %s" % bad
+
+
+def test_the_pacer_keeps_writes_behind_the_wire():
+    from cablespec import BYTE_S, Pacer
+
+    p = Pacer()
+    assert p.start(5.0) == 5.0, "an idle wire takes a write at once"
+    p.sent(5.0, 100)
+    assert p.start(5.0) == 5.0 + 100 * BYTE_S, "the next write waits for the last byte"
+    assert p.start(9.0) == 9.0 and p.wire_s(10) == 10 * BYTE_S
