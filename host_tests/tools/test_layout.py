@@ -176,3 +176,16 @@ def test_the_pacer_keeps_writes_behind_the_wire():
     p.sent(5.0, 100)
     assert p.start(5.0) == 5.0 + 100 * BYTE_S, "the next write waits for the last byte"
     assert p.start(9.0) == 9.0 and p.wire_s(10) == 10 * BYTE_S
+
+
+def test_tools_master_fakes_holds_only_what_a_tool_uses():
+    # The rig's pieces only tests use live in host_tests/helpers/master_rig.py.
+    path = os.path.join(ROOT, "tools", "master_fakes.py")
+    text = open(path, encoding="utf-8").read()
+    tools_text = "".join(open(p, encoding="utf-8").read() for p in _files("tools") if p != path)
+    unused = []
+    for name in re.findall(r"^(?:def|class) ([A-Za-z]\w*)", text, re.M):
+        used_here = len(re.findall(r"\b%s\b" % name, text)) > 1
+        if not used_here and "mf.%s" % name not in tools_text:
+            unused.append(name)
+    assert not unused, "only tests use %s: move them to host_tests/helpers/master_rig.py" % unused
