@@ -11,23 +11,13 @@
 # `micropython tools/bench.py AREA` runs everything in that one process instead.
 import sys
 
+import toolpath  # the tree, lib/ and tools/ on sys.path
+
 AREAS = ("core", "master", "body", "voice", "organ")  # `all` also takes any other bench_*.py
 _HOST_ONLY = ("threading", "subprocess", "argparse", "statistics")
 LINE_RATE = 23040  # two links at 115200 8N1: 2 * 11520 B/s
 MP = sys.implementation.name == "micropython"
-
-
-def _dirname(p):
-    i = p.rfind("/")
-    return p[:i] if i > 0 else ("/" if i == 0 else ".")
-
-
-TOOLS = _dirname(__file__)
-ROOT = TOOLS + "/.."
-_paths = (TOOLS, ROOT, ROOT + "/lib") if MP else (TOOLS, ROOT, ROOT + "/lib", TOOLS + "/shim")
-for _p in _paths:
-    if _p not in sys.path:
-        sys.path.insert(1 if sys.path and sys.path[0] == "" else 0, _p)
+TOOLS = toolpath.TOOLS
 
 
 # ---- measurement helpers (unix port)

@@ -23,20 +23,14 @@ import os
 import random
 import socket
 import statistics
-import sys
 import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-for p in (HERE, os.path.join(ROOT, "lib"), os.path.join(ROOT, "tools", "shim")):
-    if p not in sys.path:
-        sys.path.insert(0, p)
-
-from vbody import bus, launch  # noqa: E402
-from vbody.body import VirtualBody  # noqa: E402
-from organbus import frame  # noqa: E402
-from organbus import command  # noqa: E402
+import toolpath  # the tree, lib/ and tools/ on sys.path
+from vbody import bus, launch
+from vbody.body import VirtualBody
+from organbus import frame
+from organbus import command
 
 MIX = ("led_on", "led_off", "led_blink", "chime")  # the soaks' abilities
 
@@ -287,7 +281,7 @@ def bench_unix_floor(n=320):
             procs.append(
                 subprocess.Popen(
                     [launch.micropython_exe(), "-c", _ECHO],
-                    cwd=ROOT,
+                    cwd=toolpath.ROOT,
                     env=e,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.STDOUT,

@@ -22,20 +22,14 @@ import os
 import random
 import socket
 import statistics
-import sys
 import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-for p in (HERE, os.path.join(ROOT, "lib"), os.path.join(ROOT, "tools", "shim")):
-    if p not in sys.path:
-        sys.path.insert(0, p)
-
-import loopback  # noqa: E402
-from bench_body import FrameTimes, plan_of, random_plan  # noqa: E402
-from vbody.body import VirtualBody  # noqa: E402
-from organbus import frame  # noqa: E402
+import toolpath  # noqa: F401  (the tree, lib/ and tools/ on sys.path)
+import loopback
+from bench_body import FrameTimes, plan_of, random_plan
+from vbody.body import VirtualBody
+from organbus import frame
 
 
 class Stream(threading.Thread):

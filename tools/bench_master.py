@@ -353,9 +353,9 @@ def _mp_main(which):
 def _unix_port(which, heapsize=None, mpy=None):
     import subprocess
 
-    here = os.path.dirname(os.path.abspath(__file__))
-    root = os.path.dirname(here)
-    sys.path.insert(0, here)
+    import toolpath  # the tree, lib/ and tools/ on sys.path
+
+    here, root = toolpath.TOOLS, toolpath.ROOT
     from vbody import launch
 
     args = ["tools/bench_master.py", which]
@@ -389,11 +389,9 @@ def _link_heap(n=300):
     import subprocess
     import time
 
-    here = os.path.dirname(os.path.abspath(__file__))
-    root = os.path.dirname(here)
-    for p in (root, os.path.join(root, "lib"), os.path.join(here, "shim"), here):
-        if p not in sys.path:
-            sys.path.insert(0, p)
+    import toolpath  # the tree, lib/ and tools/ on sys.path
+
+    here, root = toolpath.TOOLS, toolpath.ROOT
     from vbody import launch
 
     from organbus import frame
@@ -444,9 +442,9 @@ def _precompiled(tmp):
     arch = {"x86_64": "x64", "AMD64": "x64", "aarch64": "arm64"}.get(platform.machine())
     if arch is None:
         return None
-    here = os.path.dirname(os.path.abspath(__file__))
-    root = os.path.dirname(here)
-    sys.path.insert(0, here)
+    import toolpath  # the tree, lib/ and tools/ on sys.path
+
+    root = toolpath.ROOT
     from vbody.launch import mpy_cross_exe
 
     files = glob.glob(os.path.join(root, "lib", "organbus", "*.py")) + glob.glob(

@@ -20,11 +20,11 @@ import sys
 import threading
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [os.path.join(ROOT, "tools", "shim"), ROOT, os.path.join(ROOT, "lib")]
+import toolpath  # the tree, lib/ and tools/ on sys.path
+from organbus import frame
+from organbus.command import encode_command
 
-from organbus import frame  # noqa: E402
-from organbus.command import encode_command  # noqa: E402
+ROOT = toolpath.ROOT
 
 _ALLOC = """
 import asyncio, gc, socket, sys, time
@@ -76,7 +76,6 @@ asyncio.run(main())
 
 def alloc():
     """Bytes allocated and microseconds per led_on round trip, for poll_ms 0 and 1."""
-    sys.path.insert(0, os.path.join(ROOT, "tools"))
     from vbody import launch
 
     exe = launch.micropython_exe()

@@ -30,16 +30,11 @@ import sys
 import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-for p in (HERE, os.path.join(ROOT, "lib"), os.path.join(ROOT, "tools", "shim")):
-    if p not in sys.path:
-        sys.path.insert(0, p)
-
-from bench_body import FrameTimes, plan_of  # noqa: E402
-from deploy import ota as tool  # noqa: E402
-from organbus import frame  # noqa: E402
-from vbody.body import VirtualBody  # noqa: E402
+import toolpath  # noqa: F401  (the tree, lib/ and tools/ on sys.path)
+from bench_body import FrameTimes, plan_of
+from deploy import ota as tool
+from organbus import frame
+from vbody.body import VirtualBody
 
 KEY = "5a" * 32
 TOKEN = "bench-ota-token"

@@ -16,13 +16,12 @@ client of any run got no answer within the deadline.
 
 import argparse
 import asyncio
-import os
 import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from vbody.body import VirtualBody  # noqa: E402
+import toolpath  # noqa: F401  (the tree, lib/ and tools/ on sys.path)
+from vbody.body import VirtualBody
 
 
 def listen_counters():

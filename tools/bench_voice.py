@@ -19,31 +19,11 @@ TEXT = (
     "outside it is 12 degrees, and rain is expected after midnight. Would you like me "
     "to play some music, set a timer, or read the news for you right now, please?!!"
 )
-
-
-def _dirname(p):
-    i = p.rfind("/")
-    return p[:i] if i > 0 else ("/" if i == 0 else ".")
-
-
-def _abspath(p):
-    if p.startswith("/"):
-        return p
-    import os
-
-    return os.getcwd() + "/" + p
-
-
-try:
-    TOOLS = _dirname(_abspath(__file__))
-except NameError:
-    TOOLS = _abspath("tools")
-ROOT = _dirname(TOOLS)
 MP = sys.implementation.name == "micropython"
-if not MP and TOOLS + "/shim" not in sys.path:
-    sys.path.insert(0, TOOLS + "/shim")
-if not MP and ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+try:
+    from toolpath import ROOT, TOOLS  # the tree, lib/ and tools/ on sys.path
+except ImportError:  # the precompiled copy (a unix-port child, the RV32 guest): paths unused
+    ROOT, TOOLS = ".", "./tools"
 
 
 def _text():

@@ -14,18 +14,12 @@ largest value seen.
 
 import argparse
 import json
-import os
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-for p in (HERE, ROOT, os.path.join(ROOT, "lib"), os.path.join(ROOT, "tools", "shim")):
-    if p not in sys.path:
-        sys.path.insert(0, p)
-
-from vbody.body import VirtualBody  # noqa: E402
-from xiaozhi_server import ServerThread  # noqa: E402
+import toolpath  # noqa: F401  (the tree, lib/ and tools/ on sys.path)
+from vbody.body import VirtualBody
+from xiaozhi_server import ServerThread
 
 CPYTHON = True  # a host program: tools/bench.py runs it under CPython
 

@@ -14,30 +14,13 @@
 # f32 (exact integer arithmetic), t_ms as the capture's own number text. Capture times are read
 # exactly (decimal text to integer ns) and reach the decoder as microsecond ticks, so its
 # 50 ms quiet and 90 ms candidate-age rules decide the same way on both interpreters.
+import struct
 import sys
 
-
-def _dirname(p):
-    i = p.rfind("/")
-    return p[:i] if i > 0 else ("/" if i == 0 else ".")
-
-
-_TOOLS = _dirname(__file__)
-_ROOT = _TOOLS + "/.."
-if sys.implementation.name == "micropython":
-    _extra = (_ROOT + "/lib",)
-else:
-    _extra = (_TOOLS + "/shim", _ROOT + "/lib")
-for _p in _extra:
-    if _p not in sys.path:
-        # after "" (the script's dir) but before the rest; ".frozen" stays where it was
-        sys.path.insert(1 if sys.path and sys.path[0] == "" else 0, _p)
-
-import struct  # noqa: E402
-
-from organbus import command  # noqa: E402
-from organbus import descriptor  # noqa: E402
-from organbus import frame  # noqa: E402
+import toolpath  # noqa: F401  (the tree, lib/ and tools/ on sys.path)
+from organbus import command
+from organbus import descriptor
+from organbus import frame
 
 _US = 1000  # the decoder's ticks are microseconds of capture time (Decoder tick_ms=1000)
 _LONG_NS = 1000000000  # a gap longer than 1 s is fed as 1 s (ticks stay far from wrapping)

@@ -10,19 +10,13 @@ or a serial port (--baud). Exit status 0 only when every applicable rule passed.
 """
 
 import argparse
-import os
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-for p in (os.path.join(HERE, "shim"), os.path.join(ROOT, "lib"), HERE):
-    if p not in sys.path:
-        sys.path.insert(0, p)
-
-from conform import master as master_rules  # noqa: E402
-from conform import organ as organ_rules  # noqa: E402
-from conform.cable import Cable  # noqa: E402
-from conform.report import Report  # noqa: E402
+import toolpath  # noqa: F401  (the tree, lib/ and tools/ on sys.path)
+from conform import master as master_rules
+from conform import organ as organ_rules
+from conform.cable import Cable
+from conform.report import Report
 
 
 def _args(argv):

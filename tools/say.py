@@ -6,13 +6,8 @@
 import struct
 import sys
 
-_i = __file__.rfind("/")
-_ROOT = (__file__[:_i] if _i > 0 else ".") + "/.."  # tools/.. is the repository root
-if sys.implementation.name != "micropython":
-    sys.path.insert(0, _ROOT + "/tools/shim")  # CPython stand-in for `micropython`
-sys.path.insert(0, _ROOT)
-
-from organs.voice import Speech  # noqa: E402
+import toolpath  # noqa: F401  (the tree, lib/ and tools/ on sys.path)
+from organs.voice import Speech
 
 USAGE = "usage: say.py TEXT -o OUT.wav [--rate HZ] [--pure]"
 

@@ -11,12 +11,10 @@
 Type `help` in the console for its commands. The code is the package tools/vbody/.
 """
 
-import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from vbody.cli import main  # noqa: E402
+import toolpath  # noqa: F401  (the tree, lib/ and tools/ on sys.path)
+from vbody.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -29,10 +29,8 @@ import threading
 import time
 import tty
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-from vbody import launch  # noqa: E402
+import toolpath  # the tree, lib/ and tools/ on sys.path
+from vbody import launch
 
 SIMHW = launch.SIMHW
 EXIT_SOFT_RAW = 64
@@ -80,7 +78,7 @@ class VirtualBoard:
 
     # -- process ----------------------------------------------------------------------------
     def _env(self, mode):
-        env = launch.sim_env(self.uarts, path=":".join([".frozen", SIMHW, HERE]))
+        env = launch.sim_env(self.uarts, path=":".join([".frozen", SIMHW, toolpath.TOOLS]))
         preload = [n for n in HARDWARE_MODULES if os.path.exists(os.path.join(SIMHW, n + ".py"))]
         env.update(
             ORGANBUS_VBOARD_CHIP=self.chip,

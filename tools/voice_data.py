@@ -14,13 +14,10 @@
 
 import argparse
 import os
-import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [ROOT, os.path.join(ROOT, "tools", "shim")]
-
-from organs.voice import flash, lts  # noqa: E402
-from organs.voice import phonemes as P  # noqa: E402
+import toolpath  # noqa: F401  (the tree, lib/ and tools/ on sys.path)
+from organs.voice import flash, lts
+from organs.voice import phonemes as P
 
 # The phoneme table (see organs/voice/phonemes.py for the columns); built into phonemes.dat.
 PHONEME_KINDS = {

@@ -18,9 +18,10 @@ import tempfile
 from collections import Counter
 from multiprocessing import Pool
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "tools"))
-from voice_confusions import align, load_meter  # noqa: E402
+import toolpath  # the tree, lib/ and tools/ on sys.path
+from voice_confusions import align, load_meter
+
+ROOT = toolpath.ROOT
 
 SYNTH = {
     "organbus": sys.executable + " tools/say.py {text} -o {out}",

@@ -1,6 +1,6 @@
 # Plan validation against the section 8 rules: positive, noted and negative corpora, on both interpreters.
 from organbus import frame
-import master_fakes as mf
+import master_rig as mf
 from organbus import plan
 import plan_corpus as pc
 

@@ -1,7 +1,7 @@
 # Issue 17 items 2, 3, 6 in the core: invalid UTF-8, numbers of any length and the words of every refusal, on both interpreters.
 import re
 
-import master_fakes as mf
+import master_rig as mf
 import plan_corpus as pc
 from organbus import plan
 

@@ -5,7 +5,7 @@ import jsonschema
 import plan_corpus as pc
 from organbus.menu import build_menu, plan_schema
 
-import master_fakes as mf
+import master_rig as mf
 
 VALIDATOR = jsonschema.Draft202012Validator
 

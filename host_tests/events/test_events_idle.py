@@ -1,7 +1,7 @@
 # The local loop on the sans-IO master (fake clock, fake organs): runs after quiet, gives way to a link's plan at once, refused when it does not fit or speaks.
 from organbus import command, frame
 
-import master_fakes as mf
+import master_rig as mf
 from master.bus.idle import Idle
 
 UNIX_PORT = True

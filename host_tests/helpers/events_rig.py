@@ -7,11 +7,11 @@ import time
 import loopback
 from master import app
 from master.links import httpd
-from master_fakes import FakeOrgan, Rig, led, speaker
+from master_rig import FakeOrgan, Rig, led, speaker
 
 
 class LiveRig:
-    """`master_fakes.Rig` (LED on port 0, speaker on port 1) whose fake clock moves `speed` ms
+    """`master_rig.Rig` (LED on port 0, speaker on port 1) whose fake clock moves `speed` ms
     per real ms in a task of its own loop, in a thread; the master's HTTP routes on loopback."""
 
     def __init__(self, config=None, http_config=None, speed=1, step=10):

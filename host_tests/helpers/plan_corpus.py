@@ -2,7 +2,7 @@
 import json
 import sys
 
-import master_fakes as mf
+import master_rig as mf
 from organbus.menu import build_menu
 
 CAPS = mf.menu_caps(mf.led(), mf.speaker())  # what plan.check takes

@@ -4,7 +4,7 @@ try:
 except ImportError:  # pragma: no cover
     import uasyncio as asyncio
 
-import master_fakes as mf
+import master_rig as mf
 import json
 
 from master.links import bodyproto

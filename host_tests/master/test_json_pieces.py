@@ -84,7 +84,7 @@ def test_the_menu_in_pieces_is_the_menu_and_holds_one_entry_at_a_time():
     # GET /menu's document (routes.menu_pieces) writes exactly Body.menu()'s JSON, for both
     # organs and for none, and its entries are built only as they are written
     from master.links import routes
-    from master_fakes import Rig, standard_rig
+    from master_rig import Rig, standard_rig
 
     for rig in (standard_rig(), Rig(start=False)):
         whole = rig.body.menu()

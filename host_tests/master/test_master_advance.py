@@ -1,6 +1,6 @@
 # The scheduler's step path (Scheduler.on_event's own body, on_resp's immediate steps too) against its general path: the same plans, the same COMMANDs, the same reports.
 from organbus import frame
-import master_fakes as mf
+import master_rig as mf
 
 from master.bus import body
 

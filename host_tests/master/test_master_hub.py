@@ -1,5 +1,5 @@
 # The body event hub (master/bus/hub.py): what the master publishes, subscriber isolation, the bounded Feed (both interpreters).
-import master_fakes as mf
+import master_rig as mf
 import plan_corpus as pc
 
 from master.bus.hub import EVENTS, Feed, Hub, describe

@@ -2,7 +2,7 @@
 import asyncio
 import json
 
-import master_fakes as mf
+import master_rig as mf
 import plan_corpus as pc
 from master.links import jsonlines
 

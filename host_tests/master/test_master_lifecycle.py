@@ -1,6 +1,6 @@
 # Registry lifecycle (PROTOCOL.md section 7) with scripted fake organs on a fake clock.
 from organbus import frame
-import master_fakes as mf
+import master_rig as mf
 import micropython
 from organbus.descriptor import encode_descriptor
 

@@ -5,7 +5,7 @@ import micropython
 
 from organbus import frame
 from organbus.ticks import ticks_diff
-import master_fakes as mf
+import master_rig as mf
 
 from master.bus import body
 

@@ -1,7 +1,7 @@
 # The master's own HTTP routes (master/links/routes.py) and the outcome-to-status map, both interpreters.
 import asyncio
 
-import master_fakes as mf
+import master_rig as mf
 from master.links import routes as _routes
 from master.bus import body
 

@@ -1,6 +1,6 @@
 # The scheduler's step path in the cases its fast start gives way: a chain's next step with its link busy, the owners changed since admission.
 from organbus import frame
-import master_fakes as mf
+import master_rig as mf
 
 from master.bus import body
 

@@ -1,6 +1,6 @@
 # Scheduler semantics with fake organs on a fake clock: order, priority, groups, releases, timeouts, skips.
 from organbus import frame
-import master_fakes as mf
+import master_rig as mf
 import plan_corpus as pc
 
 UNIX_PORT = True

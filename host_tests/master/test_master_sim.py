@@ -10,7 +10,7 @@ import time
 import urllib.request
 
 from organbus import frame
-import master_fakes as mf
+import master_rig as mf
 import plan_corpus as pc
 from organbus.descriptor import encode_descriptor
 

@@ -4,7 +4,7 @@ import json
 
 from bench_master import registered_body
 from organbus import frame
-import master_fakes as mf
+import master_rig as mf
 
 from master.links.httpd import json_length, json_pieces
 

@@ -4,7 +4,7 @@ import json
 import micropython
 
 from organbus import frame
-import master_fakes as mf
+import master_rig as mf
 
 from master.bus import body
 from master.bus.scheduler import command_frame

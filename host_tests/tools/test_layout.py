@@ -2,6 +2,8 @@
 import json
 import os
 import re
+import subprocess
+import sys
 
 from support import ROOT, launch
 
@@ -180,3 +182,80 @@ def test_links_reach_the_bus_only_through_the_body_and_other_links_only_as_decla
                 bad.append("%s reads body.%s" % (dest, inside))
     assert len(owner) > 15, sorted(owner)
     assert not bad, bad
+
+
+# The board side sets its own path (a board's boot as the firmware would): not a tool bootstrap.
+BOARD_SIDE = {"tools/toolpath.py", "tools/vboard_device.py", "tools/simhw/simboot.py"}
+
+
+def test_one_sys_path_bootstrap():
+    # A tool's own `sys.path.insert(...)` / `sys.path[:0] = ...` lines: tools/toolpath.py does it.
+    bad = []
+    for path in _files("tools"):
+        rel = os.path.relpath(path, ROOT)
+        if rel in BOARD_SIDE:
+            continue
+        text = open(path, encoding="utf-8").read()
+        if re.search(r"^\s*sys\.path(\.insert|\.append|\.extend|\[[^\]]*\]\s*=)", text, re.M):
+            bad.append(rel)
+    assert not bad, "put tools/ on the path and `import toolpath`: %s" % bad
+
+
+def test_toolpath_puts_the_tree_on_the_path_from_any_cwd():
+    # From / (tools/ on PYTHONPATH) and from tools/ itself ("." on the path, relative names).
+    code = "import toolpath, sys; print(toolpath.ROOT); print(toolpath.TOOLS); print(sys.path)"
+    for cwd, path in (("/", os.path.join(ROOT, "tools")), (os.path.join(ROOT, "tools"), ".")):
+        out = subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=cwd,
+            env=dict(os.environ, PYTHONPATH=path),
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.splitlines()
+        assert out[0] == ROOT and out[1] == os.path.join(ROOT, "tools"), (cwd, out)
+        got = eval(out[2])
+        for want in (ROOT, os.path.join(ROOT, "lib"), os.path.join(ROOT, "tools", "shim")):
+            assert want in got, (cwd, want, got)
+
+
+def test_one_cable_spec_parser_and_pacer():
+    # tools/cablespec.py parses a SPEC and paces a write for the virtual body and the kit alike.
+    import cablespec
+    from conform import cable
+    from vbody import bus
+
+    assert bus.parse_spec is cablespec.parse_spec and bus.BYTE_S == cablespec.BYTE_S
+    assert isinstance(cable.Cable("connect:127.0.0.1:9").pacer, cablespec.Pacer)
+    bad = []
+    for top in ("tools/vbody", "tools/conform"):
+        for path in _files(top):
+            text = open(path, encoding="utf-8").read()
+            parses = "expected listen:HOST:PORT" in text
+            paces = re.search(r"BYTE_S\s*=|(?<!pacer)\.t_free\s*=", text)
+            if parses or paces:
+                bad.append(os.path.relpath(path, ROOT))
+    assert not bad, "parse and pace through tools/cablespec.py: %s" % bad
+
+
+def test_the_pacer_keeps_writes_behind_the_wire():
+    from cablespec import BYTE_S, Pacer
+
+    p = Pacer()
+    assert p.start(5.0) == 5.0, "an idle wire takes a write at once"
+    p.sent(5.0, 100)
+    assert p.start(5.0) == 5.0 + 100 * BYTE_S, "the next write waits for the last byte"
+    assert p.start(9.0) == 9.0 and p.wire_s(10) == 10 * BYTE_S
+
+
+def test_tools_master_fakes_holds_only_what_a_tool_uses():
+    # The rig's pieces only tests use live in host_tests/helpers/master_rig.py.
+    path = os.path.join(ROOT, "tools", "master_fakes.py")
+    text = open(path, encoding="utf-8").read()
+    tools_text = "".join(open(p, encoding="utf-8").read() for p in _files("tools") if p != path)
+    unused = []
+    for name in re.findall(r"^(?:def|class) ([A-Za-z]\w*)", text, re.M):
+        used_here = len(re.findall(r"\b%s\b" % name, text)) > 1
+        if not used_here and "mf.%s" % name not in tools_text:
+            unused.append(name)
+    assert not unused, "only tests use %s: move them to host_tests/helpers/master_rig.py" % unused

@@ -10,7 +10,8 @@ import time
 
 from organbus import frame
 
-BYTE_S = 10.0 / 115200  # start + 8 data + stop bits
+import cablespec
+
 _PERIOD = 1 << 30  # the Decoder's ticks wrap here (as on the C6)
 
 
@@ -18,27 +19,7 @@ def parse_spec(spec):
     """'listen:127.0.0.1:7001' -> ('listen', host, port); anything else is a serial device path.
 
     Only loopback addresses are taken for TCP; a bad SPEC raises ValueError with the reason."""
-    if spec.startswith(("listen:", "connect:")):
-        parts = spec.split(":")
-        if len(parts) != 3:
-            raise ValueError("--uart %r: expected listen:HOST:PORT or connect:HOST:PORT" % spec)
-        mode, host, port = parts
-        if host == "localhost":
-            host = "127.0.0.1"
-        if not host.startswith("127."):
-            raise ValueError("--uart %r: only loopback addresses (127.x.x.x) are allowed" % spec)
-        try:
-            port = int(port)
-        except ValueError:
-            raise ValueError("--uart %r: port %r is not a number" % (spec, port)) from None
-        if not (0 if mode == "listen" else 1) <= port <= 65535:
-            raise ValueError("--uart %r: port must be 1..65535 (listen: 0 picks one)" % spec)
-        return mode, host, port
-    if ":" in spec and not spec.startswith("/"):
-        raise ValueError(
-            "--uart %r: expected listen:HOST:PORT, connect:HOST:PORT or a serial port" % spec
-        )
-    return "serial", spec, 0
+    return cablespec.parse_spec(spec, "--uart", serial=True)
 
 
 class Frame:
@@ -64,11 +45,10 @@ class Cable:
         self.mode, self.host, self.port = parse_spec(spec)
         self.spec = spec
         self.baud = baud
-        self.byte_s = 10.0 / baud if pace else 0.0
+        self.pacer = cablespec.Pacer(10.0 / baud if pace else 0.0)  # the wire's pace
         self.frames = []
         self.cond = threading.Condition()
         self.t_up = None  # when the link came up (connection made, port opened)
-        self.t_free = 0.0  # when the last byte written has left, at wire speed
         self.written = []  # (t, bytes) of every write, for the report's evidence
         self.decoder = frame.Decoder(self._on_frame)
         self._sock = None
@@ -207,8 +187,9 @@ class Cable:
     def write(self, data):
         """Write bytes as one burst on the wire, after what was written before has left."""
         now = time.monotonic()
-        if self.t_free > now:
-            time.sleep(self.t_free - now)
+        start = self.pacer.start(now)
+        if start > now:
+            time.sleep(start - now)
             now = time.monotonic()
         data = bytes(data)
         if self._sock is not None:
@@ -217,7 +198,7 @@ class Cable:
             self._serial.write(data)
         else:
             raise OSError("the cable is not open")
-        self.t_free = now + len(data) * self.byte_s
+        self.pacer.sent(now, len(data))
         self.written.append((now, data))
         return now
 
@@ -226,4 +207,9 @@ class Cable:
 
     def wire_s(self, n):
         """Seconds n bytes take on the wire."""
-        return n * self.byte_s
+        return self.pacer.wire_s(n)
+
+    @property
+    def t_free(self):
+        """When the last byte written has left, at wire speed."""
+        return self.pacer.t_free

@@ -9,16 +9,11 @@ import tempfile
 import time
 import urllib.parse
 
+import toolpath  # noqa: F401  (the tree, lib/ and tools/ on sys.path)
 from deploy.base import ARCH_IDS, ARCH_NAMES, FlashError, ROOT, say
 from deploy.install import compile_plan
 from deploy.roles import role_files
-
-sys.path.insert(0, os.path.join(ROOT, "tools", "shim"))
-sys.path.insert(0, os.path.join(ROOT, "lib"))
-sys.path.insert(0, ROOT)
-from master.ota import (
-    service as _ota,
-)  # noqa: E402  (the one bundle format: the board's own module)
+from master.ota import service as _ota  # the one bundle format: the board's own module
 
 KEY_ENV = "ORGANBUS_OTA_KEY"
 KEY_FILE = os.path.join(os.path.expanduser("~"), ".config", "organbus", "ota.key")

@@ -1,10 +1,9 @@
 # Verify: the deployed code's descriptor, its boot line and the master's status after a soft reset.
 import json
-import os
-import sys
 import time
 
-from deploy.base import DESC_TAG, FlashError, HERE, LIB, mpremote_cmd, run, say
+import toolpath  # noqa: F401  (the tree, lib/ and tools/ on sys.path: the host's protocol core)
+from deploy.base import DESC_TAG, FlashError, mpremote_cmd, run, say
 
 DESCRIPTOR_CODE = {
     "led": "from organs.led import led_descriptor as _make\n_kw = {}\n",
@@ -28,7 +27,6 @@ print(%r, binascii.hexlify(frame.encode(frame.DESCRIPTOR, descriptor.encode_desc
 
 def _decode_frames(data):
     """Legal frames in a byte string, with the host's copy of the protocol core."""
-    sys.path[:0] = [p for p in (os.path.join(HERE, "shim"), LIB) if p not in sys.path]
     from organbus import frame
 
     out = []
@@ -39,7 +37,6 @@ def _decode_frames(data):
 
 
 def describe(payload):
-    sys.path[:0] = [p for p in (os.path.join(HERE, "shim"), LIB) if p not in sys.path]
     from organbus.descriptor import decode_descriptor
 
     return decode_descriptor(payload)

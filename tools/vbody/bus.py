@@ -17,8 +17,8 @@ import socket
 import threading
 import time
 
-BAUD = 115200
-BYTE_S = 10.0 / BAUD  # start + 8 data + stop bits
+from cablespec import BYTE_S, Pacer, parse_spec  # noqa: F401  (bus.parse_spec: the one parser)
+
 # A board's reader gets bytes as the ESP-IDF UART driver moves them out of the RX FIFO: when
 # 120 bytes are in (its default full threshold) or the line goes idle. So a write of up to 120
 # bytes (most frames) is handed over whole when its last byte is in, longer ones 120 bytes
@@ -40,27 +40,6 @@ def tune_threads():
         sys.setswitchinterval(SWITCH_INTERVAL_S)
 
 
-def parse_spec(spec, what="address"):
-    """'listen:127.0.0.1:7001' -> ('listen', '127.0.0.1', 7001). Loopback only, else ValueError."""
-    parts = spec.split(":")
-    if len(parts) != 3 or parts[0] not in ("listen", "connect"):
-        raise ValueError("%s %r: expected listen:HOST:PORT or connect:HOST:PORT" % (what, spec))
-    mode, host, port = parts
-    if host == "localhost":
-        host = "127.0.0.1"
-    if not host.startswith("127."):
-        raise ValueError("%s %r: only loopback addresses (127.x.x.x) are allowed" % (what, spec))
-    try:
-        port = int(port)
-    except ValueError:
-        raise ValueError("%s %r: port %r is not a number" % (what, spec, port)) from None
-    if not 0 <= port <= 65535:
-        raise ValueError("%s %r: port %d out of range" % (what, spec, port))
-    if mode == "connect" and port == 0:
-        raise ValueError("%s %r: cannot connect to port 0" % (what, spec))
-    return mode, host, port
-
-
 class Wire:
     """One direction of a cable: paced, ordered, with fault injection and counters."""
 
@@ -74,7 +53,7 @@ class Wire:
         # a split write) also keeps it that long after the previous hand-over, however late that was
         self.queue = collections.deque()
         self.last_out = 0.0  # when the pacer last handed bytes over
-        self.t_free = 0.0
+        self.pacer = Pacer(BYTE_S)
         self.flip_rate = 0.0
         self.drop_rate = 0.0
         self.split = False
@@ -134,11 +113,11 @@ class Wire:
                 pieces = [buf[:cut], buf[cut:]]
                 self.count("splits", 1)
             for i, piece in enumerate(pieces):
-                start = max(now, self.t_free)
+                start = self.pacer.start(now)
                 if i:
                     start += self.split_gap_s
                 self.queue.append([start, piece, self.split_gap_s if i else 0.0])
-                self.t_free = start + len(piece) * BYTE_S
+                self.pacer.sent(start, len(piece))
             self.cond.notify()
 
     def junk(self, n):
@@ -150,11 +129,11 @@ class Wire:
             n = sum(len(e[1]) for e in self.queue)
             self.count("unplugged", n)
             self.queue.clear()
-            self.t_free = 0.0
+            self.pacer.t_free = 0.0
 
     def busy_until(self):
         with self.cond:
-            return self.t_free
+            return self.pacer.t_free
 
     def close(self):
         with self.cond:
