@@ -447,9 +447,9 @@ def _precompiled(tmp):
     root = toolpath.ROOT
     from vbody.launch import mpy_cross_exe
 
-    files = glob.glob(os.path.join(root, "lib", "organbus", "*.py")) + glob.glob(
-        os.path.join(root, "master", "*.py")
-    )
+    files = glob.glob(os.path.join(root, "lib", "organbus", "*.py"))
+    found = glob.glob(os.path.join(root, "master", "**", "*.py"), recursive=True)
+    files += [f for f in found if not f.endswith("manifest.py")]  # the rooms; not build scripts
     files += [
         os.path.join(root, "tools", "master_fakes.py"),
         os.path.abspath(__file__),
