@@ -327,9 +327,15 @@ class _Dripper:
 
 
 def _served(port, n, gap=0.1):
+    # a client that honours a 503's Retry-After once, as HTTP clients do: the server may find
+    # every slot held by slow heads younger than reclaim_ms for a moment (a loaded machine
+    # schedules the attackers' reconnections first), never for two tries in a row
     codes = []
     for _ in range(n):
-        code, _, out = request(port, "POST", "/plan", PLAN)
+        code, hdrs, out = request(port, "POST", "/plan", PLAN)
+        if code == 503 and "retry-after" in hdrs:
+            time.sleep(min(float(hdrs["retry-after"]), 1.0))
+            code, _, out = request(port, "POST", "/plan", PLAN)
         codes.append(code)
         time.sleep(gap)
     return codes
