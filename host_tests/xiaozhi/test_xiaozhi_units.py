@@ -514,3 +514,72 @@ def test_a_full_heap_in_a_step_is_counted_and_a_call_answered():
         assert d.counts["no_memory"] == 3 and not d.speech and not d._speaking, d.counts
 
     asyncio.run(go())
+
+
+def _heap_used():
+    # bytes of the heap in use after a collect: gc.mem_alloc on MicroPython, tracemalloc here
+    import gc
+
+    gc.collect()
+    if hasattr(gc, "mem_alloc"):
+        return gc.mem_alloc()
+    import tracemalloc
+
+    return tracemalloc.get_traced_memory()[0]
+
+
+def test_large_sentences_and_alerts_wait_as_text_one_plan_at_a_time():
+    # issue 24 defect 8: at 80 KB, every alert of 2-4 KB became a plan and a task of its own at
+    # once (each ~3 KB of the heap while it waited for the speaker), so 21 large messages kept
+    # ~17 KB and the reconnect met MemoryError; now what waits is its (clipped) text
+    try:
+        import tracemalloc
+
+        tracemalloc.start()
+    except ImportError:  # MicroPython: gc.mem_alloc
+        tracemalloc = None
+
+    async def go():
+        rec = _with_log()
+        rec.emit = lambda event, pairs=(): None  # the recorder's own lines are not the device's
+        f, d = _device(extra=[ANNOUNCE], play_ms=1500)
+        in_flight = []
+        run = f.execute
+
+        async def counted(plan, on_accept=None, dups=()):
+            in_flight.append(plan)
+            try:
+                return await run(plan, on_accept, dups)
+            finally:
+                in_flight.remove(plan)
+
+        f.execute = counted
+        pad = "x" * 3000
+        d.on_text(json.dumps({"type": "tts", "state": "sentence_start", "text": "first"}))
+        await asyncio.sleep(0.05)  # the first sentence speaking: its plan is the one in flight
+        base = _heap_used()
+        most = 0
+        for i in range(12):
+            if i % 2:
+                d.on_text(json.dumps({"type": "alert", "status": "s", "message": pad + str(i)}))
+            else:
+                d.on_text(json.dumps({"type": "tts", "state": "sentence_start", "text": pad}))
+            most = max(most, len(in_flight))
+        await asyncio.sleep(0.05)
+        most = max(most, len(in_flight))
+        kept = _heap_used() - base
+        assert most == 1, "%d plans in flight at once: one at a time, the rest wait as text" % most
+        assert d.counts["clipped"] == 12 and len(d.speech) >= 11, (d.counts, len(d.speech))
+        # 12 texts clipped to jsonin.MAX_STRING (256 bytes): what a 64-bit heap keeps of them
+        assert kept < 12 * 640, "%d bytes kept for 12 waiting messages" % kept
+        assert [a for a, t in d.speech[:2]] == ["speak", "announce"], d.speech[:2]
+        d.speech = []  # the rest need not be spoken for the test
+        await _settle(d, 10000)
+        said = [a for a, p in f.commands]
+        assert said[0] == "speak" and len(said) <= 2, said
+
+    try:
+        asyncio.run(go())
+    finally:
+        if tracemalloc is not None:
+            tracemalloc.stop()

@@ -463,13 +463,15 @@ class Device:
             self.say(text)
         # start / stop: one reply is one queue; its sentences already keep their order in it
 
-    def say(self, text):
-        """Queue one sentence for the speaker organ; the queue is spoken in order."""
+    def say(self, text, action="speak"):
+        """Queue one sentence (`speak`) or alert (`announce`) for the speaker organ. The queue
+        is spoken in order, one plan at a time: what waits is its text, never a plan, a task or
+        a coroutine (at 80 KB each plan in flight holds ~3 KB of the heap; docs/links.md)."""
         if len(self.speech) >= MAX_SENTENCES:
             self.counts["sentences_dropped"] += 1
             log.emit("xiaozhi", [("what", "sentence_dropped"), ("queued", len(self.speech))])
             return
-        self.speech.append(text)
+        self.speech.append((action, text))
         self.counts["sentences"] += 1
         if not self._speaking:
             self._speaking = True
@@ -478,23 +480,27 @@ class Device:
     async def _speak(self):
         try:
             while self.speech:
-                text = self.speech.pop(0)
-                cap = _cap(self.facade.menu(), "speak")
+                action, text = self.speech.pop(0)
+                cap = _cap(self.facade, action)
                 if cap is None:
-                    log.emit("xiaozhi", [("what", "cannot_speak"), ("why", "no speak on the menu")])
+                    why = "no %s on the menu" % action
+                    log.emit("xiaozhi", [("what", "cannot_speak"), ("why", why)])
                     continue
                 limit = cap["params"][0].get("max", MAX_TEXT) if cap.get("params") else MAX_TEXT
+                plan = one_step(action, {"text": clip_text(text, limit)})
+                text = None  # the queue's text is not kept while the plan runs
                 try:
-                    status, out = await self.facade.execute(
-                        one_step("speak", {"text": clip_text(text, limit)})
-                    )
+                    status, out = await self.facade.execute(plan)
                 except MemoryError:
-                    self._short("speak")  # this sentence is lost, the next ones are tried
+                    self._short(action)  # this sentence is lost, the next ones are tried
                     continue
+                finally:
+                    plan = None
                 if not _ok(out):
                     log.emit(
                         "xiaozhi", [("what", "speak_failed"), ("outcome", status), ("report", out)]
                     )
+                out = None
         finally:
             self._speaking = False
 
@@ -518,13 +524,11 @@ class Device:
         if not isinstance(message, str) or not message.strip():
             log.emit("xiaozhi", pairs + [("announced", False), ("why", "no message")])
             return
-        cap = _cap(self.facade.menu(), "announce")
-        if cap is None:
+        if _cap(self.facade, "announce") is None:
             log.emit("xiaozhi", pairs + [("announced", False), ("why", "no announce on the menu")])
             return
-        limit = cap["params"][0].get("max", MAX_TEXT) if cap.get("params") else MAX_TEXT
         log.emit("xiaozhi", pairs + [("announced", True)])
-        self._run(self._step("announce", {"text": clip_text(message, limit)}))
+        self.say(message, "announce")  # the speech queue: after the sentences before it
 
     def on_system(self, msg):
         if msg.get("command") == "reboot":
@@ -590,8 +594,11 @@ def _done(t):
     return d() if d is not None else False
 
 
-def _cap(menu, name):
-    for c in menu.get("capabilities", ()):
+def _cap(facade, name):
+    # the live capability `name`: from facade.capabilities() where it has them (no menu built:
+    # ~7 KB of objects on the unix port for every sentence), else from its menu
+    caps = getattr(facade, "capabilities", None)
+    for c in caps() if caps is not None else facade.menu().get("capabilities", ()):
         if c["name"] == name:
             return c
     return None

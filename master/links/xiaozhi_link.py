@@ -40,8 +40,11 @@ class BodyFacade:
     def menu(self):
         return self.body.menu()
 
-    async def execute(self, plan, on_accept=None, dups=()):
-        return await self.body.execute(plan, on_accept, dups)
+    def execute(self, plan, on_accept=None, dups=()):
+        return self.body.execute(plan, on_accept, dups)  # its coroutine: no frame of our own
+
+    def capabilities(self):
+        return self.body.capabilities()
 
     def quiet(self):
         return self.body.quiet()
@@ -314,6 +317,7 @@ class Link:
             while dev.outbox:
                 m = dev.outbox.pop(0)
                 await sock.send_text(m)  # a WsError ends the session: the link reconnects
+                m = None  # the message sent is not kept until the next one
                 dev.counts["messages_out"] += 1
             dev.wake.clear()
             if not dev.outbox:
