@@ -39,3 +39,15 @@ def test_voiced_fricative_lengthens_less_across_a_word_boundary():
     across, s2 = _vowel_frames("see zeal", "i")
     assert s1[:3] == s2[:3], "%r vs %r" % (s1, s2)
     assert inside > across, "/i/ frames before /z/: %d inside, %d across" % (inside, across)
+
+
+def test_consonants_keep_most_of_klatts_duration():
+    # consonants run at CSPEED (122%) of the vowels' 80% of Klatt's durations: the /k/ of
+    # "a back door" (inherent 80 ms, min 60 ms, cluster-shortened beside /d/) was 52 ms
+    # and the recognizer lost it; a voice's consonants are never shorter than a natural one's
+    # (flite slt's /k/ is 93 ms on the broad set)
+    frames, s = _vowel_frames("a back door", "k")
+    ms = frames * 64 * 1000 // 11025
+    assert ms >= 60, "/k/ of %r lasts %d ms" % (s, ms)
+    vf, _ = _vowel_frames("a back door", "a")
+    assert vf * 64 * 1000 // 11025 < 150, "the vowels keep their 80%%: /a/ %d frames" % vf

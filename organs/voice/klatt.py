@@ -545,7 +545,7 @@ if sys.implementation.name == "micropython":
                     y = 131071
                 elif y < -131071:
                     y = -131071
-            s = (y * gain) >> 12
+            s = ((y * gain) >> 12) + (nz >> 11)  # a noise floor: never digital silence
             if s > 32767:
                 s = 32767
             elif s < -32767:

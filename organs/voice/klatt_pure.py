@@ -106,7 +106,7 @@ def render_pure(buf, st, co, gl):
                 y = 131071
             elif y < -131071:
                 y = -131071
-        s = (y * gain) >> 12
+        s = ((y * gain) >> 12) + (nz >> 11)  # a noise floor: never digital silence
         if s > 32767:
             s = 32767
         elif s < -32767:
