@@ -110,19 +110,10 @@ PORT_CASES = [
 
 
 def main(argv):
+    from mprun import run_cases
+
     port = int(argv[1])
-    passed = failed = 0
-    for c in PORT_CASES:
-        try:
-            asyncio.run(c(port))
-            passed += 1
-            print("PASS", c.__name__)
-        except Exception as e:
-            failed += 1
-            print("FAIL", c.__name__)
-            sys.print_exception(e)
-    print("unix port: %d passed, %d failed" % (passed, failed))
-    return failed
+    return run_cases([(c, (port,)) for c in PORT_CASES])
 
 
 if __name__ == "__main__":

@@ -249,24 +249,15 @@ PLAIN = [
 
 
 def main(argv):
+    from mprun import run_cases
+
     port = int(argv[1])
     tls_port = int(argv[2]) if len(argv) > 2 else 0
-    passed = failed = 0
     cases = [(c, (port,)) for c in PLAIN]
     if tls_port:
         with open(argv[3], "rb") as f:
             cases.append((case_wss, (tls_port, f.read())))
-    for c, args in cases:
-        try:
-            asyncio.run(c(*args))
-            passed += 1
-            print("PASS", c.__name__)
-        except Exception as e:
-            failed += 1
-            print("FAIL", c.__name__)
-            sys.print_exception(e)
-    print("unix port: %d passed, %d failed" % (passed, failed))
-    return failed
+    return run_cases(cases)
 
 
 if __name__ == "__main__":
