@@ -15,6 +15,7 @@ import asyncio
 from micropython import const
 
 from organbus import log
+from organbus.ticks import ticks_diff, ticks_ms
 from organbus.utf8 import MAX_TEXT, clip_text
 from organbus.plan import one_step
 from master.links.bodyproto import express_action
@@ -25,7 +26,9 @@ from master.net import http, jsonin, jsonout
 _MP = sys.implementation.name == "micropython"
 
 MCP_VERSION = "2024-11-05"  # the MCP revision of the xiaozhi device contract (section 6)
-PAGE_BYTES = const(8192)  # a tools/list answer, whole WebSocket message, is at most this long
+PAGE_BYTES = const(8000)  # a tools/list answer, whole WebSocket message, at most (78's firmware)
+CALL_DEADLINE_MS = const(25000)  # a tools/call answers by then (xinnan's server waits 30 s)
+RELIST_WAIT_MS = const(3000)  # the menu changed and no tools/list came this long: re-open
 HELLO_TIMEOUT_MS = const(10000)  # section 3.3: the server hello within 10 s, or drop
 WATCHDOG_MS = const(120000)  # section 3.4: no frame for 120 s and the channel is dead
 BACKOFF_MIN_MS = const(1000)
@@ -182,6 +185,12 @@ class Device:
         self.initialized = False  # the server sent initialize
         self.speech = []  # sentences waiting for the speaker, in order
         self._speaking = False
+        self.calls = 0  # tools/call still running
+        self.call_deadline_ms = CALL_DEADLINE_MS
+        self.menu_gen = 0  # the menu's changes seen, counted
+        self.listed_gen = None  # menu_gen of the server's last whole tools/list (None: none yet)
+        self.changed_at = None  # ticks of the first menu change the server did not list yet
+        self._listing = 0  # menu_gen when the tools/list being paged began
         self.rebooting = False
         self.tasks = []  # tool calls and speech still running
         self.counts = {
@@ -198,6 +207,8 @@ class Device:
             "sentences_dropped": 0,
             "out_dropped": 0,
             "events_out": 0,
+            "lists": 0,
+            "calls_late": 0,
         }
         facade.subscribe(self.on_body)
 
@@ -232,6 +243,10 @@ class Device:
     def _mcp_out(self, payload):
         return self.send({"type": "mcp", "payload": payload})
 
+    def _wrapped(self, payload):
+        # the whole message a payload goes out in (what PAGE_BYTES bounds)
+        return {"session_id": self.session_id or "", "type": "mcp", "payload": payload}
+
     # -- session -----------------------------------------------------------------------------
 
     def start(self):
@@ -240,6 +255,8 @@ class Device:
         self.session_id = None
         self.ready = False
         self.initialized = False
+        self.listed_gen = None
+        self.changed_at = None
 
     def on_hello(self, obj):
         """The server hello (section 3.3): True when it is one, and the session may start."""
@@ -383,7 +400,7 @@ class Device:
         if method == "ping":
             return self._mcp_out(_result(mid, {}))
         if method == "tools/list":
-            return self._mcp_out(self.tools_page(mid, params.get("cursor")))
+            return self._mcp_out(self.tools_page(mid, params.get("cursor")))  # never an error
         if method == "tools/call":
             self.counts["tool_calls"] += 1
             self._run(self._call(mid, params))
@@ -405,17 +422,19 @@ class Device:
         }
 
     def tools_page(self, mid, cursor):
-        """The tools/list answer from `cursor` (a nextCursor this device gave, or None) on, whole
-        message at most PAGE_BYTES; any other cursor: error -32602 (mcp.cursor_index)."""
+        """The tools/list answer from `cursor` (a nextCursor this device gave) on, whole message
+        at most PAGE_BYTES. A cursor it did not give (or a stale one) starts again at the first
+        page: an error to any page leaves xinnan's server without tools for the session."""
         tools = mcp_tools(self.facade.menu())
         try:
             start = cursor_index(cursor, len(tools))
         except ValueError as e:
-            return _error(mid, INVALID_PARAMS, str(e))
+            log.emit("xiaozhi", [("what", "bad_cursor"), ("error", str(e)), ("answered", "page 1")])
+            start = 0
+        if start == 0:
+            self._listing = self.menu_gen
         # the envelope with an empty page and the longest cursor, then each tool and its comma
-        env = {"session_id": self.session_id or "", "type": "mcp"}
-        env["payload"] = _result(mid, {"tools": [], "nextCursor": str(len(tools))})
-        used = _blen(env)
+        used = _blen(self._wrapped(_result(mid, {"tools": [], "nextCursor": str(len(tools))})))
         page = []
         i = start
         while i < len(tools):
@@ -428,9 +447,51 @@ class Device:
         r = {"tools": page}
         if i < len(tools):
             r["nextCursor"] = str(i)
+        else:  # the whole list went out: the server knows the menu of when it began
+            self.counts["lists"] += 1
+            self.listed_gen = self._listing
+            if self.listed_gen == self.menu_gen:
+                self.changed_at = None
         return _result(mid, r)
 
+    def reopen_due(self, now):
+        """True when the menu changed after the server's last whole tools/list, the server has
+        not listed again within RELIST_WAIT_MS of it, and nothing is under way (no tool call,
+        no speech, no plan): the link then opens a new session, whose hello makes the server
+        list again (xinnan's server lists once per hello and ignores list_changed)."""
+        if self.listed_gen is None or self.listed_gen == self.menu_gen or self.changed_at is None:
+            return False
+        if ticks_diff(now, self.changed_at) < RELIST_WAIT_MS:
+            return False
+        return not (self.calls or self.speech or self._speaking) and self.facade.quiet()
+
     async def _call(self, mid, params):
+        # The answer by CALL_DEADLINE_MS: a step still running then is said so, and goes on
+        # (its own answer is dropped). A refusal carries its text as "error" too: xinnan's
+        # server reads a failed call's reason there, not in content.
+        self.calls += 1
+        box = []
+        done = asyncio.Event()
+        self._run(self._step_call(mid, params, box, done))
+        try:
+            await asyncio.wait_for(done.wait(), self.call_deadline_ms / 1000)
+        except asyncio.TimeoutError:
+            self.counts["calls_late"] += 1
+            name = params.get("name")
+            text = "%s: started, still running after %d s; it goes on (the answer is not kept)" % (
+                name if isinstance(name, str) else "tool",
+                self.call_deadline_ms // 1000,
+            )
+            return self._mcp_out(_result(mid, {"content": [{"type": "text", "text": text}]}))
+        out = box[0]
+        r = out.get("result")
+        if isinstance(r, dict) and r.get("isError") is True:
+            c = r.get("content")
+            if c and isinstance(c[0], dict):
+                r["error"] = c[0].get("text")
+        self._mcp_out(out)
+
+    async def _step_call(self, mid, params, box, done):
         try:
             out = await self.mcp.call_tool(mid, params, MCP_VERSION)
         except MemoryError:
@@ -438,10 +499,17 @@ class Device:
             out = _error(mid, INTERNAL_ERROR, "short of memory in tools/call: try again")
         except Exception as e:
             out = _error(mid, INTERNAL_ERROR, "internal error in tools/call: %r" % e)
-        self._mcp_out(out)
+        finally:
+            self.calls -= 1
+        box.append(out)
+        done.set()
 
     def on_body(self, kind, data):
         """A body event from the facade: organs online/offline, organ EVENTs, the menu changed."""
+        if kind == "menu":
+            self.menu_gen += 1
+            if self.changed_at is None:
+                self.changed_at = ticks_ms()
         if not self.ready:
             return
         if kind == "menu":
@@ -574,8 +642,79 @@ class Device:
         d = dict(self.counts)
         d["session_id"] = self.session_id
         d["speech_queued"] = len(self.speech)
+        d["listed"] = self.listed_gen is not None and self.listed_gen == self.menu_gen
         d["speaking"] = self._speaking
         return d
+
+
+class Endpoint(Device):
+    """The body as the tool server of a xiaozhi MCP endpoint (接入点, a relay such as xinnan's
+    mcp-endpoint-server): bare JSON-RPC in WebSocket text frames, no hello, no envelope. The
+    relay sends one initialize and tools/list per device session over the one socket, ids
+    rewritten into strings ("<uuid>_n_1"), and drops what this side sends without an id: each
+    request is answered on its own, its id echoed as it came, and nothing is notified."""
+
+    def send(self, obj):
+        if not self.ready:
+            return False
+        if len(self.outbox) >= MAX_OUTBOX:
+            self.counts["out_dropped"] += 1
+            return False
+        self.outbox.append(jsonout.pieces(obj))
+        self.wake.set()
+        return True
+
+    def _mcp_out(self, payload):
+        return self.send(payload)
+
+    def _wrapped(self, payload):
+        return payload
+
+    def open(self):
+        """A new connection to the relay: it may carry requests at once."""
+        self.start()
+        self.ready = True
+
+    def _message(self, buf, n):
+        try:
+            msg, clipped, nonfinite = jsonin.read(buf, n)
+        except ValueError as e:
+            self.counts["malformed"] += 1
+            log.emit("xiaozhi", [("what", "malformed"), ("error", str(e))])
+            why = str(e)
+            code = PARSE_ERROR if why.startswith("not JSON") else INVALID_REQUEST
+            return self._mcp_out(_error(None, code, why))
+        ask = isinstance(msg, dict) and "method" in msg and "id" in msg
+        mid = msg["id"] if ask and _id_ok(msg) else None
+        if nonfinite >= 0:
+            self.counts["malformed"] += 1
+            why = "NaN or Infinity at offset %d: not JSON" % nonfinite
+            log.emit("xiaozhi", [("what", "malformed"), ("error", why)])
+            if ask:
+                self._mcp_out(_error(mid, INVALID_PARAMS, "invalid request: " + why))
+            return
+        if clipped:
+            self.counts["clipped"] += clipped
+            if ask and msg.get("method") == "tools/call":
+                why = "the request holds a string of %d bytes; at most %d are read" % (
+                    jsonin.longest(),
+                    jsonin.MAX_STRING,
+                )
+                return self._mcp_out(_error(mid, INVALID_PARAMS, why))
+        try:
+            self.on_mcp(msg)
+        except MemoryError:
+            raise
+        except Exception as e:
+            self.counts["malformed"] += 1
+            log.emit("xiaozhi", [("what", "error"), ("type", "mcp"), ("error", repr(e))])
+
+    def on_body(self, kind, data):
+        # organ events and list_changed would be dropped by the relay: only the menu is followed
+        if kind == "menu":
+            self.menu_gen += 1
+            if self.changed_at is None:
+                self.changed_at = ticks_ms()
 
 
 def _ok(out):

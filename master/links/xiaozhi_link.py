@@ -1,8 +1,11 @@
-# The xiaozhi link's I/O edge: discovery over HTTP, one WebSocket (reader + one writer), watchdog, backoff.
+# The xiaozhi links' I/O edge: discovery over HTTP, one WebSocket (reader + one writer), watchdog, backoff.
 #
 # Every failure (no OTA answer, no upgrade, no server hello in 10 s, no frame in 120 s, a frame
 # cut off, a write not taken) ends the session and the link tries again after a backoff with
-# jitter; the body goes on meanwhile and nothing here ever raises into the master.
+# jitter; the body goes on meanwhile and nothing here ever raises into the master. The first
+# hello waits for the bus to settle; a server's close of a session that ran (xinnan's idle
+# close) and a re-open for a changed menu are reconnected quietly, counted, not errors.
+# EndpointLink: the body as the tool server of a xiaozhi MCP endpoint (relay), dialled out.
 import json
 
 import asyncio
@@ -12,10 +15,12 @@ from organbus.ticks import ticks_diff, ticks_ms
 from master.net import ws
 from master.net import http
 from master.links.xiaozhi import (
+    BACKOFF_MAX_MS,
     HELLO_TIMEOUT_MS,
     WATCHDOG_MS,
     Backoff,
     Device,
+    Endpoint,
     XiaozhiError,
     client_id,
     discovery_request,
@@ -25,6 +30,14 @@ from master.links.xiaozhi import (
 
 _MP = ws._MP
 DISCOVERY_MS = 10000  # the whole discovery exchange
+SETTLE_MS = 5000  # the first hello waits for every organ port to have its organ, this long at most
+RAN_MS = 10000  # a session the server closes after this long is reconnected quietly
+PING_MS = 30000  # the relay link pings after this long without a message of its own
+POLICY = 1008  # the relay's close for a bad token (mcp-endpoint-server): retried slowly
+
+
+class Reopen(Exception):
+    """The menu changed after the server listed: a new session lists it (not an error)."""
 
 
 # -- the live body as the Facade ------------------------------------------------------------------
@@ -45,6 +58,10 @@ class BodyFacade:
 
     def capabilities(self):
         return self.body.capabilities()
+
+    def settled(self):
+        # every organ port has its organ registered (the first DISCOVER round answered)
+        return len(self.body.online_organs()) >= len(self.body.ports)
 
     def quiet(self):
         return self.body.quiet()
@@ -80,21 +97,57 @@ def identity(mac, uid, client_id_path, rand16):
 
 
 def start(body, config):
-    """The link's entry: config "xiaozhi" ({"ota_url"}) and the board's "xiaozhi" ({"ident",
-    "set_clock", "reset"}); the Link as its own task, its /status section, or None (the
-    reason on the event log; never raises)."""
+    """The links' entry: config "xiaozhi" ({"ota_url"} for the device link, {"mcp_endpoint"}
+    for the relay's tool side, or both) and the board's "xiaozhi" ({"ident", "set_clock",
+    "reset"}); each link as its own task with its /status section ("xiaozhi",
+    "xiaozhi_endpoint"); the device Link or None (reasons on the event log; never raises)."""
     from master.links.mcp import SERVER_INFO
 
     xz = config["board"]["xiaozhi"]
+    cfg = config.get("xiaozhi")
+    link = None
+    ver = SERVER_INFO["version"]
     try:
-        link = open_link(body, config.get("xiaozhi"), xz["ident"], SERVER_INFO["version"],
-                         xz.get("set_clock"), xz.get("reset"))  # fmt: skip
+        if not isinstance(cfg, dict) or "ota_url" in cfg or "mcp_endpoint" not in cfg:
+            link = open_link(body, cfg, xz["ident"], ver, xz.get("set_clock"), xz.get("reset"))
+        if isinstance(cfg, dict) and "mcp_endpoint" in cfg:
+            ep = open_endpoint(body, cfg, ver, xz.get("reset"))
+            if ep is not None:
+                body.add_status_section("xiaozhi_endpoint", ep.status)
     except Exception as e:
         log.emit("xiaozhi", [("what", "refused"), ("reason", repr(e))])
         return None
     if link is not None:
         body.add_status_section("xiaozhi", link.status)
     return link
+
+
+def open_endpoint(body, config, version="0.1.0", reset=None):
+    """Start the relay link (config "mcp_endpoint": a ws:// or wss:// URL, its token in the
+    query as the relay wants it); the EndpointLink, or None (the reason on the event log)."""
+    url = config.get("mcp_endpoint")
+    why = None
+    if not isinstance(url, str) or not (url.startswith("ws://") or url.startswith("wss://")):
+        why = "xiaozhi.mcp_endpoint must be a ws:// or wss:// URL, not %r" % (_shown(url),)
+    else:
+        try:
+            http.parse_url(url, ("ws", "wss"))
+        except http.NetError as e:
+            why = "xiaozhi.mcp_endpoint: %s" % e
+    if why:
+        log.emit("xiaozhi", [("what", "refused"), ("reason", why)])
+        return None
+    dev = Endpoint(BodyFacade(body, reset), version)
+    link = EndpointLink(dev, config)
+    asyncio.create_task(link.run())
+    return link
+
+
+def _shown(url):
+    # a URL as /status and the log show it: its query (the relay's token) hidden
+    if not isinstance(url, str) or "?" not in url:
+        return url
+    return url.split("?", 1)[0] + "?..."
 
 
 def open_link(body, config, ident, version="0.1.0", set_clock=None, reset=None):
@@ -142,6 +195,12 @@ class Link:
         self.reconnects = 0  # attempts after the first
         self.last_error = None
         self.firmware_offer = None
+        self.reopens = 0  # sessions re-opened for a changed menu the server did not list
+        self.server_closes = 0  # sessions the server closed after they ran (reconnected quietly)
+        self.settle_ms = SETTLE_MS
+        self.reopen_backoff = Backoff(1000, BACKOFF_MAX_MS)
+        self._ready_at = None
+        self.ping_ms = None  # the device link: the server's pings keep the watchdog fed
         self._stop = False
 
     def status(self):
@@ -152,6 +211,8 @@ class Link:
             "reconnects": self.reconnects,
             "sessions": self.connects,
             "last_error": self.last_error,
+            "reopens": self.reopens,
+            "server_closes": self.server_closes,
         }
         d.update(self.device.status())
         c = self.sock.counters()
@@ -165,14 +226,23 @@ class Link:
         log.emit("xiaozhi", [("what", "state"), ("state", state)] + list(pairs))
 
     async def run(self):
-        """For ever: discover, connect, serve the session; after any failure, back off."""
+        """For ever: (once) wait for the bus to settle, discover, connect, serve the session;
+        after a failure, back off; after a re-open or a server's close of a session that ran,
+        reconnect quietly (one line on the event log, no error)."""
+        await self._settle()
         first = True
         while not self._stop:
             if not first:
                 self.reconnects += 1
             first = False
+            quiet = None
+            self._ready_at = None
             try:
                 await self.session()
+            except Reopen as e:
+                quiet = str(e)
+            except ws.WsClosed as e:
+                quiet = self._closed(e)
             except MemoryError:
                 self.last_error = "MemoryError"
             except Exception as e:
@@ -184,9 +254,42 @@ class Link:
                 pass
             if self._stop:
                 break
-            d = self.backoff.next()
-            self._say("backoff", [("ms", d), ("error", self.last_error)])
+            if quiet is None:
+                self.reopen_backoff.reset()
+                d = self.backoff.next()
+                self._say("backoff", [("ms", d), ("error", self.last_error)])
+            else:
+                d = (
+                    self.reopen_backoff.next()
+                    if quiet.startswith("re-open")
+                    else self.backoff.next()
+                )
+                self._say("backoff", [("ms", d), ("why", quiet)])
             await asyncio.sleep(d / 1000)
+
+    async def _settle(self):
+        # the first hello only once every organ port has its organ, or after settle_ms: a
+        # server that lists once per session lists what the body has (docs/links.md)
+        settled = getattr(self.device.facade, "settled", None)
+        if settled is None or settled():
+            return
+        self._say("settling", [("ms", self.settle_ms)])
+        t0 = ticks_ms()
+        while not settled() and ticks_diff(ticks_ms(), t0) < self.settle_ms:
+            await asyncio.sleep(0.1)
+
+    def _closed(self, e):
+        # the server closed the session: quiet (None: an error) when it had run RAN_MS
+        ran = self._ready_at is not None and ticks_diff(ticks_ms(), self._ready_at) >= RAN_MS
+        if e.code == POLICY:
+            self.backoff.base = self.backoff.hi  # a refused token is not retried fast
+        if not ran or e.code not in (ws.NORMAL, ws.GOING_AWAY):
+            self.last_error = "closed by the server: %d %s" % (e.code, e.reason[:80])
+            return None
+        self.server_closes += 1
+        log.emit("xiaozhi", [("what", "closed_by_server"), ("code", e.code),
+                             ("reason", e.reason[:80])])  # fmt: skip
+        return "the server closed the session"
 
     async def discover(self):
         self._say("discovering", [("ota_url", self.ota_url)])
@@ -247,9 +350,14 @@ class Link:
         self._say("hello")
         await self._await_hello()
         self._say("ready", [("session_id", dev.session_id)])
+        await self._serve()
+
+    async def _serve(self):
+        # reader, writer and the re-open watch each their own task; the first to end ends it
         self.connects += 1
+        self._ready_at = ticks_ms()
         self.backoff.reset()
-        # reader and writer each their own task; the first to end ends the session
+        sock = self.sock
         ended = asyncio.Event()
         errors = []
 
@@ -263,12 +371,30 @@ class Link:
 
         r = asyncio.create_task(guard(self._reader()))
         w = asyncio.create_task(guard(self._writer()))
+        o = asyncio.create_task(guard(self._reopener()))
         try:
             await ended.wait()
         finally:
             r.cancel()
             w.cancel()
-        raise errors[0] if errors else XiaozhiError("session ended")
+            o.cancel()
+        e = errors[0] if errors else XiaozhiError("session ended")
+        if isinstance(e, Reopen):
+            await asyncio.sleep(0)  # the reader and the writer are gone before the close
+            await sock.close(ws.NORMAL, "re-open: the menu changed")
+        raise e
+
+    async def _reopener(self):
+        dev = self.device
+        while True:
+            await asyncio.sleep(0.5)
+            if dev.reopen_due(ticks_ms()):
+                self.reopens += 1
+                if ticks_diff(ticks_ms(), self._ready_at) > 60000:
+                    self.reopen_backoff.reset()  # a re-open after a long session: no storm
+                log.emit("xiaozhi", [("what", "reopen"), ("listed", dev.listed_gen),
+                                     ("menu", dev.menu_gen)])  # fmt: skip
+                raise Reopen("re-open: the menu changed and the server did not list it")
 
     async def _await_hello(self):
         # The server hello within hello_timeout_ms of the client's (section 3.3), whatever else
@@ -320,8 +446,47 @@ class Link:
                 m = None  # the message sent is not kept until the next one
                 dev.counts["messages_out"] += 1
             dev.wake.clear()
-            if not dev.outbox:
+            if dev.outbox:
+                continue
+            if self.ping_ms is None:
                 await dev.wake.wait()
+                continue
+            try:
+                await asyncio.wait_for(dev.wake.wait(), self.ping_ms / 1000)
+            except asyncio.TimeoutError:
+                await sock.ping()
 
     def stop(self):
         self._stop = True
+
+
+class EndpointLink(Link):
+    """The relay link: dials the xiaozhi MCP endpoint (config "mcp_endpoint", its token in the
+    URL's query), answers the relay's JSON-RPC over the one socket, reconnects with backoff
+    (slowly after the relay's 1008 for a bad token), re-opens when the menu changed after a
+    device session listed and none listed again (the relay cannot notify). No discovery, no
+    hello: requests may come as soon as the socket is open, or none for a long time, so the
+    writer pings after PING_MS without a message and the watchdog hears the pongs."""
+
+    def __init__(self, device, config, backoff=None):
+        super().__init__(device, {"max_message": config.get("max_message", 4096),
+                                  "cadata": config.get("cadata")}, None, backoff=backoff)  # fmt: skip
+        self.endpoint = config.get("mcp_endpoint")
+        self.ping_ms = PING_MS
+
+    def status(self):
+        d = Link.status(self)
+        d.pop("ota_url", None)
+        d["url"] = _shown(self.endpoint)
+        return d
+
+    async def session(self):
+        self.url = self.endpoint
+        self._say("connecting", [("url", _shown(self.url))])
+        ctx = None
+        if self.url.startswith("wss://"):
+            ctx = ws.default_ssl_context(self.cadata)
+        await self.sock.connect(self.url, {}, ctx)
+        self.device.open()
+        self._say("ready")
+        await self._serve()
