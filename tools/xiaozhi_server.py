@@ -1,8 +1,10 @@
-# Stand-in xiaozhi v1 server (the seed's server contract, section 8): OTA endpoint, WS hello, MCP client, scripted TTS.
+# Stand-in xiaozhi v1 server (the seed's server contract, section 8) and replicas of the real peers: xinnan's server, the MCP endpoint relay.
 """A small xiaozhi v1 server for tests and for people without one.
 
     python tools/xiaozhi_server.py                     # OTA on http://127.0.0.1:8002/xiaozhi/ota/
     python tools/xiaozhi_server.py --port 8002 --token secret --say "Hello." "I am here."
+    python tools/xiaozhi_server.py --peer xinnan       # as xinnan-tech/xiaozhi-esp32-server behaves
+    python tools/xiaozhi_server.py --relay             # an MCP endpoint relay (mcp-endpoint-server)
 
 Point a device at the printed OTA URL. The server answers the OTA/discovery POST with
 `websocket` (url, token), `server_time` and `firmware` (the device's own version, so nothing is
@@ -21,6 +23,26 @@ session id, then `initialize` and `tools/list` until no `nextCursor` is left. Co
 It implements the contract and nothing of organbus's own: it has no speech engine, so the
 binary frames it sends inside a TTS reply stand in for Opus packets (a device without an Opus
 decoder drops them). Loopback addresses only.
+
+`--peer xinnan` replicates what xinnan-tech/xiaozhi-esp32-server's device MCP handler does
+(core/handle/helloHandle.py, core/providers/tools/device_mcp/mcp_handler.py, docs/peers.md):
+at every hello a fresh tool list, `initialize` (id 1), 1 s after its answer `tools/list`
+(id 2, the same id for every `nextCursor` page), tools only ever added; a page answered with
+an error leaves the session never ready; a method from the device (list_changed included) is
+only logged; `tools/call` ids from 1 again, the answer matched by int(id), 30 s to answer, a
+refusal's text read from a top-level "error"; the connection closed after `--idle-close`
+seconds (180) without voice in or TTS out.
+
+`--relay` replicates xinnan-tech/mcp-endpoint-server (src/server.py, src/core/
+connection_manager.py, src/handlers/websocket_handler.py): the tool side dials
+ws://HOST:PORT/mcp_endpoint/mcp/?token=T, the robot side (a xiaozhi server, one connection per
+device session) /mcp_endpoint/call/?token=T; request ids rewritten to "<uuid>_n_<id>" /
+"<uuid>_s_<id>" and restored on the way back, a message from the tool side whose id does not
+parse (a notification) dropped, a bad token closed with 1008, a second tool connection of the
+same token closing the first (and, as there, the first one's end unregistering the second).
+The real relay's token is an AES-encrypted {"agentId"}; the replica maps tokens to agents.
+The console's `tools` and `call` then go through one robot session as xiaozhi-server's
+mcp_endpoint_handler makes them (initialize, initialized, tools/list back to back).
 """
 
 import argparse
@@ -30,12 +52,15 @@ import sys
 import threading
 import time
 import uuid
+from urllib.parse import parse_qs
 
 import websockets
 from websockets.asyncio.server import serve
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 HELLO_TIMEOUT_S = 10
+CALL_TIMEOUT_S = 30  # xinnan's call_mcp_tool and call_mcp_endpoint_tool
+IDLE_CLOSE_S = 180  # xinnan: close_connection_no_voice_time (120) + 60
 OTA_PATH = "/xiaozhi/ota/"
 WS_PATH = "/xiaozhi/v1/"
 
@@ -108,12 +133,132 @@ class Session:
         await self.send({"session_id": self.id, "type": "tts", "state": "stop"})
 
 
+class XinnanSession(Session):
+    """One device connection as xinnan's server holds it: the MCP client made afresh at every
+    hello (`hellos` counts them), its tools added page by page, `ready` once a page has no
+    nextCursor; `call_tool` numbers its ids from 1 (they meet initialize's and the list's)."""
+
+    def __init__(self, ws, server):
+        super().__init__(ws, server)
+        self.hellos = 0
+        self.lists = []  # per hello: the tool names listed, in order (all pages joined)
+        self.list_errors = []  # error replies to tools/list (the session then never gets ready)
+        self.ignored = []  # methods the device sent: logged only
+        self.calls = []  # (name, seconds to the answer, payload) of every tools/call
+        self.last_activity = time.monotonic()
+
+    def new_client(self):
+        # handleHelloMessage: conn.mcp_client = MCPClient(); send_mcp_initialize_message
+        self.hellos += 1
+        self.tools_by_name = {}
+        self.tools, self.pages = None, []
+        self.lists.append([])
+        self.next_id = 1
+        self.pending = {}
+        self.ready = asyncio.Event()
+
+    async def mcp(self, payload):
+        await self.send({"type": "mcp", "payload": payload})
+
+    async def send_initialize(self):
+        caps = {"roots": {"listChanged": True}, "sampling": {}, "vision": {"url": "", "token": ""}}
+        params = {"protocolVersion": "2024-11-05", "capabilities": caps,
+                  "clientInfo": {"name": "XiaozhiClient", "version": "1.0.0"}}  # fmt: skip
+        await self.mcp({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params})
+
+    async def on_mcp(self, p):
+        """handle_mcp_message, as it reads a payload from the device."""
+        if not isinstance(p, dict):
+            return
+        if "result" in p:
+            result = p["result"]
+            mid = int(p.get("id", 0))
+            fut = self.pending.pop(mid, None)
+            if fut is not None:
+                if not fut.done():
+                    fut.set_result(p)
+                return
+            if mid == 1:
+                self.initialize = result
+                await asyncio.sleep(1)
+                await self.mcp({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+            elif mid == 2 and isinstance(result, dict) and isinstance(result.get("tools"), list):
+                self.pages.append({"bytes": len(json.dumps(p)),
+                                   "tools": [t.get("name") for t in result["tools"]]})  # fmt: skip
+                for t in result["tools"]:
+                    if isinstance(t, dict):
+                        self.tools_by_name[t.get("name", "")] = t  # added, never removed
+                        self.lists[-1].append(t.get("name"))
+                cursor = result.get("nextCursor", "")
+                if cursor:
+                    params = {"cursor": cursor}
+                    await self.mcp(
+                        {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": params}
+                    )
+                else:
+                    self.tools = list(self.tools_by_name.values())
+                    self.ready.set()
+        elif "method" in p:
+            self.ignored.append(p["method"])  # logger.info("收到MCP客户端请求: ...") and nothing
+        elif "error" in p:
+            mid = int(p.get("id", 0)) if not isinstance(p.get("id"), type(None)) else 0
+            fut = self.pending.pop(mid, None)
+            if fut is not None and not fut.done():
+                fut.set_result(p)
+            elif mid == 2:
+                self.list_errors.append(p["error"])
+
+    async def request(self, method, params=None, timeout=CALL_TIMEOUT_S):
+        """A request with the call ids (from 1 again per hello); its whole payload."""
+        mid = self.next_id
+        self.next_id += 1
+        fut = asyncio.get_running_loop().create_future()
+        self.pending[mid] = fut
+        msg = {"jsonrpc": "2.0", "id": mid, "method": method}
+        if params is not None:
+            msg["params"] = params
+        await self.mcp(msg)
+        try:
+            return await asyncio.wait_for(fut, timeout)
+        finally:
+            self.pending.pop(mid, None)
+
+    async def call_tool(self, name, arguments=None, timeout=CALL_TIMEOUT_S):
+        """call_mcp_tool: content[0].text, or RuntimeError with the top-level "error" of an
+        isError result (or the MCP error's message); TimeoutError after 30 s."""
+        if not self.ready.is_set():
+            raise RuntimeError("MCP客户端尚未准备就绪")
+        t0 = time.monotonic()
+        p = await self.request("tools/call", {"name": name, "arguments": arguments or {}}, timeout)
+        self.calls.append((name, time.monotonic() - t0, p))
+        if "error" in p:
+            raise RuntimeError("MCP错误: %s" % p["error"].get("message", "未知错误"))
+        r = p.get("result")
+        if isinstance(r, dict):
+            if r.get("isError") is True:
+                raise RuntimeError("工具调用错误: %s" % r.get("error", "未提供具体错误信息"))
+            c = r.get("content")
+            if isinstance(c, list) and c and isinstance(c[0], dict) and "text" in c[0]:
+                return c[0]["text"]
+        return str(r)
+
+    async def say(self, sentences, opus_frames=2):
+        self.last_activity = time.monotonic()  # sending TTS counts as activity, as there
+        await super().say(sentences, opus_frames)
+        self.last_activity = time.monotonic()
+
+
 class XiaozhiServer:
     """The stand-in server; `await start()` then use `session` (the latest connection)."""
 
-    def __init__(self, host="127.0.0.1", port=0, ws_port=0, token=None, firmware="0.1.0"):
+    def __init__(self, host="127.0.0.1", port=0, ws_port=0, token=None, firmware="0.1.0",
+                 peer=None, idle_close_s=IDLE_CLOSE_S):  # fmt: skip
         if host not in LOOPBACK:
             raise ValueError("the stand-in server listens on loopback only, not %r" % host)
+        if peer not in (None, "xinnan"):
+            raise ValueError("peer %r: expected xinnan (or none: the stand-in)" % (peer,))
+        self.peer = peer  # "xinnan": as xinnan-tech/xiaozhi-esp32-server behaves
+        self.idle_close_s = idle_close_s  # xinnan: no voice in nor TTS out this long, closed
         self.host, self.port, self.ws_port = host, port, ws_port
         self.token = token
         self.firmware = firmware
@@ -237,7 +382,7 @@ class XiaozhiServer:
         if self.token and ws.request.headers.get("Authorization") != "Bearer " + self.token:
             await ws.close(4001, "bad token")
             return
-        s = Session(ws, self)
+        s = (XinnanSession if self.peer == "xinnan" else Session)(ws, self)
         self.sessions.append(s)
         self._changed()
         try:
@@ -254,6 +399,9 @@ class XiaozhiServer:
             self._changed()
             if not self.send_hello:
                 await ws.wait_closed()
+                return
+            if self.peer == "xinnan":
+                await self._xinnan(s, hello)
                 return
             await s.send(
                 {
@@ -293,6 +441,65 @@ class XiaozhiServer:
             s.closed.set()
             self._changed()
 
+    async def _xinnan(self, s, hello):
+        # xinnan's ConnectionHandler: every text message through its handlers, a hello (the
+        # first and any later one) makes a fresh MCP client; the idle check every few seconds
+        tasks = set()
+
+        async def on_hello(h):
+            s.hello = h
+            mcp = isinstance(h.get("features"), dict) and h["features"].get("mcp")
+            if mcp:
+                s.new_client()
+            await s.send(self.welcome(s))
+            if mcp:
+                await s.send_initialize()
+            self._changed()
+
+        def spawn(coro):
+            t = asyncio.create_task(coro)
+            tasks.add(t)
+            t.add_done_callback(tasks.discard)
+
+        async def idle():
+            while True:
+                await asyncio.sleep(min(10, self.idle_close_s / 4))
+                if time.monotonic() - s.last_activity > self.idle_close_s:
+                    s.idle_closed = True
+                    await s.ws.close()  # ConnectionHandler.close: a normal close
+                    return
+
+        s.idle_closed = False
+        watch = asyncio.create_task(idle())
+        try:
+            await on_hello(hello)
+            async for raw in s.ws:
+                if isinstance(raw, bytes):
+                    s.binary_in += 1
+                    s.last_activity = time.monotonic()  # voice from the device
+                    continue
+                try:
+                    msg = json.loads(raw)
+                except ValueError:
+                    continue
+                s.received.append(msg)
+                if self.on_message:
+                    self.on_message(s, msg)
+                if isinstance(msg, dict) and msg.get("type") == "hello":
+                    await on_hello(msg)
+                elif isinstance(msg, dict) and msg.get("type") == "mcp":
+                    spawn(s.on_mcp(msg.get("payload")))
+                self._changed()
+        finally:
+            watch.cancel()
+            for t in list(tasks):
+                t.cancel()
+
+    def welcome(self, s):
+        return {"type": "hello", "version": 1, "transport": "websocket", "session_id": s.id,
+                "audio_params": {"format": "opus", "sample_rate": 24000, "channels": 1,
+                                 "frame_duration": 60}}  # fmt: skip
+
     async def _keepalive(self, s):
         while True:
             await asyncio.sleep(self.keepalive_s)
@@ -330,10 +537,268 @@ class XiaozhiServer:
         self._changed()
 
 
-class ServerThread:
-    """The server on its own event loop in a thread (tests): `call(coro_fn, *args)`."""
+# -- the MCP endpoint relay (xinnan-tech/mcp-endpoint-server) --------------------------------
 
-    def __init__(self, **kw):
+TOOL_PATH = "/mcp_endpoint/mcp/"
+ROBOT_PATH = "/mcp_endpoint/call/"
+
+
+class EndpointRelay:
+    """The relay: tool servers dial TOOL_PATH, xiaozhi servers (one connection per device
+    session) ROBOT_PATH, both with ?token=T; `tokens` maps each token to its agent."""
+
+    def __init__(self, host="127.0.0.1", port=0, tokens=None):
+        if host not in LOOPBACK:
+            raise ValueError("the relay replica listens on loopback only, not %r" % host)
+        self.host, self.port = host, port
+        self.tokens = dict(tokens) if tokens else {uuid.uuid4().hex: "single_module"}
+        self.tool_connections = {}  # agent -> the tool side's WebSocket
+        self.robot_connections = {}  # uuid -> (agent, WebSocket)
+        self.tool_messages = []  # every text message from the tool side, parsed
+        self.to_tool = []  # every message forwarded to the tool side (after the id rewrite)
+        self.dropped = []  # tool-side messages with no target (notifications, unparsable ids)
+        self.tool_connects = 0
+        self.refused = 0  # connections closed 1008 (bad or missing token)
+        self._srv = None
+        self.changed = asyncio.Event()
+
+    def url(self, side="tool", token=None):
+        token = token or next(iter(self.tokens))
+        path = TOOL_PATH if side == "tool" else ROBOT_PATH
+        return "ws://%s:%d%s?token=%s" % (self.host, self.port, path, token)
+
+    async def start(self):
+        self._srv = await serve(self._conn, self.host, self.port, max_size=1 << 20)
+        self.port = self._srv.sockets[0].getsockname()[1]
+        return self
+
+    async def stop(self):
+        if self._srv is not None:
+            self._srv.close()
+            await self._srv.wait_closed()
+            self._srv = None
+
+    def _changed(self):
+        self.changed.set()
+        self.changed = asyncio.Event()
+
+    async def _conn(self, ws):
+        path, _, query = ws.request.path.partition("?")
+        token = parse_qs(query).get("token", [None])[0]
+        agent = self.tokens.get(token) if token else None
+        if path not in (TOOL_PATH, ROBOT_PATH):
+            await ws.close(4004, "no such path")
+            return
+        if agent is None:  # validate_token_and_get_agent_id: accepted, then closed
+            self.refused += 1
+            await ws.close(1008, "token解密失败" if token else "缺少token参数")
+            return
+        if path == TOOL_PATH:
+            await self._tool(agent, ws)
+        else:
+            await self._robot(agent, ws)
+
+    async def _tool(self, agent, ws):
+        old = self.tool_connections.get(agent)
+        if old is not None:  # register_tool_connection: the older one is closed
+            try:
+                await old.close(1000, "新连接替换")
+            except Exception:
+                pass
+        self.tool_connections[agent] = ws
+        self.tool_connects += 1
+        self._changed()
+        try:
+            async for raw in ws:
+                if isinstance(raw, bytes):
+                    raw = raw.decode("utf-8", "replace")
+                try:
+                    msg = json.loads(raw)
+                except ValueError:
+                    continue  # 由于消息不是JSON格式，已忽略
+                self.tool_messages.append(msg)
+                target, restored = _restore(msg)
+                if target is None or target not in self.robot_connections:
+                    self.dropped.append(msg)  # 没有特定目标，无法转发消息
+                else:
+                    try:
+                        await self.robot_connections[target][1].send(
+                            json.dumps(restored, ensure_ascii=False)
+                        )
+                    except websockets.ConnectionClosed:
+                        self.robot_connections.pop(target, None)
+                self._changed()
+        except websockets.ConnectionClosed:
+            pass
+        finally:
+            # unregister_tool_connection(agent_id): by agent, whichever socket is registered
+            self.tool_connections.pop(agent, None)
+            self._changed()
+
+    async def _robot(self, agent, ws):
+        cid = str(uuid.uuid4())
+        self.robot_connections[cid] = (agent, ws)
+        try:
+            async for raw in ws:
+                try:
+                    msg = json.loads(raw)
+                except ValueError:
+                    msg = None
+                rid = msg.get("id") if isinstance(msg, dict) else None
+                if isinstance(msg, dict):
+                    msg = dict(msg)
+                    if "id" in msg and msg["id"]:  # transform_jsonrpc_message: falsy ids pass
+                        msg["id"] = _transform(msg["id"], cid)
+                out = json.dumps(msg, ensure_ascii=False) if msg is not None else raw
+                tool = self.tool_connections.get(agent)
+                if tool is None:
+                    err = {"code": -32001, "message": "工具端未连接",
+                           "data": {"agent_id": agent, "details": "请求的工具端连接不存在或已断开"}}  # fmt: skip
+                    await ws.send(json.dumps({"result": None, "error": err, "id": rid,
+                                              "jsonrpc": "2.0"}, ensure_ascii=False))  # fmt: skip
+                    continue
+                try:
+                    await tool.send(out)
+                    self.to_tool.append(msg)
+                except websockets.ConnectionClosed:
+                    self.tool_connections.pop(agent, None)
+                    err = {"code": -32002, "message": "转发消息失败"}
+                    await ws.send(json.dumps({"jsonrpc": "2.0", "id": rid, "error": err}))
+                self._changed()
+        except websockets.ConnectionClosed:
+            pass
+        finally:
+            self.robot_connections.pop(cid, None)
+            self._changed()
+
+
+def _transform(mid, cid):
+    # ConnectionManager._transform_jsonrpc_id
+    if isinstance(mid, int):
+        return "%s_n_%s" % (cid, mid)
+    return "%s_s_%s" % (cid, mid)
+
+
+def _restore(msg):
+    # ConnectionManager.restore_jsonrpc_message: (target uuid or None, the message)
+    if not isinstance(msg, dict) or "id" not in msg:
+        return None, msg
+    tid = msg["id"]
+    if not tid or not isinstance(tid, str) or "_" not in tid:
+        return None, msg
+    parts = tid.split("_", 2)
+    if len(parts) < 3:
+        return None, msg
+    cid, kind, orig = parts
+    if kind == "n":
+        try:
+            orig = int(orig)
+        except ValueError:
+            pass
+    elif kind == "s" and orig == "null":
+        orig = None
+    out = dict(msg)
+    out["id"] = orig
+    return cid, out
+
+
+class RelayRobot:
+    """One device session's tool client through the relay, as xiaozhi-server's
+    mcp_endpoint_handler makes it: initialize (id 1), notifications/initialized and tools/list
+    (id 2) sent back to back, nextCursor followed with id 2; calls numbered from 1."""
+
+    def __init__(self, url):
+        self.url = url
+        self.ws = None
+        self.tools = []
+        self.pages = []
+        self.initialize = None
+        self.errors = []  # error replies to initialize or tools/list
+        self.ready = asyncio.Event()
+        self.pending = {}
+        self.next_id = 1
+        self._reader = None
+
+    async def connect(self):
+        self.ws = await websockets.connect(self.url)
+        self._reader = asyncio.create_task(self._listen())
+        caps = {"roots": {"listChanged": True}, "sampling": {}}
+        await self._send({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                          "params": {"protocolVersion": "2024-11-05", "capabilities": caps,
+                                     "clientInfo": {"name": "XiaozhiClient", "version": "1.0.0"}}})  # fmt: skip
+        await self._send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        await self._send({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+        return self
+
+    async def close(self):
+        if self._reader is not None:
+            self._reader.cancel()
+        if self.ws is not None:
+            await self.ws.close()
+
+    async def _send(self, obj):
+        await self.ws.send(json.dumps(obj, ensure_ascii=False))
+
+    async def _listen(self):
+        try:
+            async for raw in self.ws:
+                try:
+                    p = json.loads(raw)
+                except ValueError:
+                    continue
+                await self._on(p)
+        except websockets.ConnectionClosed:
+            pass
+        finally:
+            self.ready.clear()
+
+    async def _on(self, p):
+        raw = p.get("id")
+        mid = int(raw) if raw is not None else 0
+        fut = self.pending.pop(mid, None)
+        if fut is not None:
+            if not fut.done():
+                fut.set_result(p)
+            return
+        if "error" in p:
+            self.errors.append(p["error"])
+            return
+        r = p.get("result")
+        if mid == 1:
+            self.initialize = r
+        elif mid == 2 and isinstance(r, dict):
+            self.pages.append(
+                {"bytes": len(json.dumps(p)), "tools": [t["name"] for t in r["tools"]]}
+            )
+            self.tools.extend(r["tools"])
+            cursor = r.get("nextCursor")
+            if cursor:
+                await self._send({"jsonrpc": "2.0", "id": 2, "method": "tools/list",
+                                  "params": {"cursor": cursor}})  # fmt: skip
+            else:
+                self.ready.set()
+
+    async def request(self, method, params=None, timeout=CALL_TIMEOUT_S):
+        mid = self.next_id
+        self.next_id += 1
+        fut = asyncio.get_running_loop().create_future()
+        self.pending[mid] = fut
+        msg = {"jsonrpc": "2.0", "id": mid, "method": method}
+        if params is not None:
+            msg["params"] = params
+        await self._send(msg)
+        try:
+            return await asyncio.wait_for(fut, timeout)
+        finally:
+            self.pending.pop(mid, None)
+
+
+class ServerThread:
+    """The server (or `cls`, e.g. EndpointRelay) on its own event loop in a thread (tests):
+    `call(coro_fn, *args)`."""
+
+    def __init__(self, cls=None, **kw):
+        self.cls = cls or XiaozhiServer
         self.kw = kw
         self.server = None
         self.loop = None
@@ -348,7 +813,7 @@ class ServerThread:
 
     def _run(self):
         self.loop = asyncio.new_event_loop()
-        self.server = XiaozhiServer(**self.kw)
+        self.server = self.cls(**self.kw)
         self.loop.run_until_complete(self.server.start())
         self._ready.set()
         self.loop.run_forever()
@@ -452,8 +917,54 @@ async def _say_when_ready(srv, sentences):
     await s.say(sentences)
 
 
+async def _relay_console(relay):
+    loop = asyncio.get_running_loop()
+    print("MCP endpoint relay replica: tool side %s" % relay.url("tool"), flush=True)
+    print("  (tools/sim.py --xiaozhi-endpoint URL); console: tools, call NAME {...}, quit")
+    robot = None
+    while True:
+        line = await loop.run_in_executor(None, sys.stdin.readline)
+        if not line:
+            break
+        word, _, rest = line.strip().partition(" ")
+        if not word:
+            continue
+        if word == "quit":
+            break
+        try:
+            if robot is None or not robot.ready.is_set():
+                if robot is not None:
+                    await robot.close()
+                robot = await RelayRobot(relay.url("robot")).connect()
+                await asyncio.wait_for(robot.ready.wait(), 10)
+            if word == "tools":
+                for t in robot.tools:
+                    print("  %s  %s" % (t["name"], t.get("description", "")))
+            elif word == "call":
+                name, _, a = rest.partition(" ")
+                args = json.loads(a) if a.strip() else {}
+                _print(await robot.request("tools/call", {"name": name, "arguments": args}))
+            else:
+                print("unknown command %r (tools, call, quit)" % word)
+        except Exception as e:
+            print("error: %r (errors from the relay: %s)" % (e, robot.errors if robot else None))
+            robot = None
+    if robot is not None:
+        await robot.close()
+
+
 async def _main(args):
-    srv = XiaozhiServer(args.host, args.port, args.ws_port, args.token, args.firmware)
+    if args.relay:
+        relay = EndpointRelay(args.host, args.port, {args.token: "single_module"} if args.token
+                              else None)  # fmt: skip
+        await relay.start()
+        try:
+            await _relay_console(relay)
+        finally:
+            await relay.stop()
+        return
+    srv = XiaozhiServer(args.host, args.port, args.ws_port, args.token, args.firmware,
+                        args.peer, args.idle_close)  # fmt: skip
     await srv.start()
     try:
         await _console(srv, args)
@@ -469,7 +980,14 @@ def main(argv=None):
     p.add_argument("--token", help="bearer token handed out and required on the WebSocket")
     p.add_argument("--firmware", default="0.1.0", help="firmware version the OTA answer names")
     p.add_argument("--say", nargs="+", help="once the device is ready, one TTS reply of these")
+    p.add_argument("--peer", choices=["xinnan"], help="behave as this real server does")
+    p.add_argument("--idle-close", type=float, default=IDLE_CLOSE_S,
+                   help="--peer xinnan: close after this many seconds without voice (180)")  # fmt: skip
+    p.add_argument("--relay", action="store_true",
+                   help="an MCP endpoint relay replica instead (--port: its port, 8004 if 8002)")  # fmt: skip
     args = p.parse_args(argv)
+    if args.relay and args.port == 8002:
+        args.port = 8004
     if args.host not in LOOPBACK:
         p.error("only loopback addresses are allowed, not %r" % args.host)
     try:

@@ -93,11 +93,17 @@ async def _wifi_watch(sta):
 
 def _xiaozhi(config, settings, sta, setup):
     # The xiaozhi link's board part ({"ident", "set_clock", "reset"}) when a server is named.
-    # settings.xiaozhi (an OTA URL) overrides /config.json's; settings.xiaozhi_id_file is where
+    # settings.xiaozhi (an OTA URL) overrides /config.json's, settings.xiaozhi_endpoint (a relay's
+    # ws:// URL) is added to it; settings.xiaozhi_id_file is where
     # the Client-Id is kept (a host keeps it beside its logs); settings.set_clock false leaves
     # the clock alone (a host's is right already).
     if settings.get("xiaozhi"):
         config["xiaozhi"] = {"ota_url": settings["xiaozhi"]}
+    if settings.get("xiaozhi_endpoint"):  # the relay's tool side (a host: tools/sim.py)
+        xz = {}
+        xz.update(config.get("xiaozhi") or {})
+        xz["mcp_endpoint"] = settings["xiaozhi_endpoint"]
+        config["xiaozhi"] = xz
     if not config.get("xiaozhi"):
         return
     import os

@@ -185,7 +185,7 @@ class Device:
         self.initialized = False  # the server sent initialize
         self.speech = []  # sentences waiting for the speaker, in order
         self._speaking = False
-        self.calls = 0  # tools/call still running
+        self.calls = 0  # tools/call not answered yet
         self.call_deadline_ms = CALL_DEADLINE_MS
         self.menu_gen = 0  # the menu's changes seen, counted
         self.listed_gen = None  # menu_gen of the server's last whole tools/list (None: none yet)
@@ -456,9 +456,10 @@ class Device:
 
     def reopen_due(self, now):
         """True when the menu changed after the server's last whole tools/list, the server has
-        not listed again within RELIST_WAIT_MS of it, and nothing is under way (no tool call,
-        no speech, no plan): the link then opens a new session, whose hello makes the server
-        list again (xinnan's server lists once per hello and ignores list_changed)."""
+        not listed again within RELIST_WAIT_MS of it, and nothing is under way (no tool call
+        unanswered, no speech, no plan): the link then opens a new session, whose hello makes
+        the server list again (xinnan's server lists once per hello, ignores list_changed).
+        The writer ends the session once what waits in the outbox has gone out."""
         if self.listed_gen is None or self.listed_gen == self.menu_gen or self.changed_at is None:
             return False
         if ticks_diff(now, self.changed_at) < RELIST_WAIT_MS:
@@ -469,27 +470,30 @@ class Device:
         # The answer by CALL_DEADLINE_MS: a step still running then is said so, and goes on
         # (its own answer is dropped). A refusal carries its text as "error" too: xinnan's
         # server reads a failed call's reason there, not in content.
-        self.calls += 1
-        box = []
-        done = asyncio.Event()
-        self._run(self._step_call(mid, params, box, done))
+        self.calls += 1  # until its answer is queued: no re-open drops it
         try:
-            await asyncio.wait_for(done.wait(), self.call_deadline_ms / 1000)
-        except asyncio.TimeoutError:
-            self.counts["calls_late"] += 1
-            name = params.get("name")
-            text = "%s: started, still running after %d s; it goes on (the answer is not kept)" % (
-                name if isinstance(name, str) else "tool",
-                self.call_deadline_ms // 1000,
-            )
-            return self._mcp_out(_result(mid, {"content": [{"type": "text", "text": text}]}))
-        out = box[0]
-        r = out.get("result")
-        if isinstance(r, dict) and r.get("isError") is True:
-            c = r.get("content")
-            if c and isinstance(c[0], dict):
-                r["error"] = c[0].get("text")
-        self._mcp_out(out)
+            box = []
+            done = asyncio.Event()
+            self._run(self._step_call(mid, params, box, done))
+            try:
+                await asyncio.wait_for(done.wait(), self.call_deadline_ms / 1000)
+            except asyncio.TimeoutError:
+                self.counts["calls_late"] += 1
+                name = params.get("name")
+                text = "%s: started, still running after %d s; it goes on" % (
+                    name if isinstance(name, str) else "tool",
+                    self.call_deadline_ms // 1000,
+                )
+                return self._mcp_out(_result(mid, {"content": [{"type": "text", "text": text}]}))
+            out = box[0]
+            r = out.get("result")
+            if isinstance(r, dict) and r.get("isError") is True:
+                c = r.get("content")
+                if c and isinstance(c[0], dict):
+                    r["error"] = c[0].get("text")
+            self._mcp_out(out)
+        finally:
+            self.calls -= 1
 
     async def _step_call(self, mid, params, box, done):
         try:
@@ -499,8 +503,6 @@ class Device:
             out = _error(mid, INTERNAL_ERROR, "short of memory in tools/call: try again")
         except Exception as e:
             out = _error(mid, INTERNAL_ERROR, "internal error in tools/call: %r" % e)
-        finally:
-            self.calls -= 1
         box.append(out)
         done.set()
 

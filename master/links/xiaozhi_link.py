@@ -198,8 +198,10 @@ class Link:
         self.reopens = 0  # sessions re-opened for a changed menu the server did not list
         self.server_closes = 0  # sessions the server closed after they ran (reconnected quietly)
         self.settle_ms = SETTLE_MS
+        self.ran_ms = RAN_MS
         self.reopen_backoff = Backoff(1000, BACKOFF_MAX_MS)
         self._ready_at = None
+        self._reopen = False  # a re-open is due: the writer ends the session when it can
         self.ping_ms = None  # the device link: the server's pings keep the watchdog fed
         self._stop = False
 
@@ -280,7 +282,7 @@ class Link:
 
     def _closed(self, e):
         # the server closed the session: quiet (None: an error) when it had run RAN_MS
-        ran = self._ready_at is not None and ticks_diff(ticks_ms(), self._ready_at) >= RAN_MS
+        ran = self._ready_at is not None and ticks_diff(ticks_ms(), self._ready_at) >= self.ran_ms
         if e.code == POLICY:
             self.backoff.base = self.backoff.hi  # a refused token is not retried fast
         if not ran or e.code not in (ws.NORMAL, ws.GOING_AWAY):
@@ -356,6 +358,7 @@ class Link:
         # reader, writer and the re-open watch each their own task; the first to end ends it
         self.connects += 1
         self._ready_at = ticks_ms()
+        self._reopen = False
         self.backoff.reset()
         sock = self.sock
         ended = asyncio.Event()
@@ -385,8 +388,9 @@ class Link:
         raise e
 
     async def _reopener(self):
+        # says when a re-open is due; the writer ends the session once the outbox is empty
         dev = self.device
-        while True:
+        while not self._reopen:
             await asyncio.sleep(0.5)
             if dev.reopen_due(ticks_ms()):
                 self.reopens += 1
@@ -394,7 +398,9 @@ class Link:
                     self.reopen_backoff.reset()  # a re-open after a long session: no storm
                 log.emit("xiaozhi", [("what", "reopen"), ("listed", dev.listed_gen),
                                      ("menu", dev.menu_gen)])  # fmt: skip
-                raise Reopen("re-open: the menu changed and the server did not list it")
+                self._reopen = True
+                dev.wake.set()
+        await asyncio.Event().wait()
 
     async def _await_hello(self):
         # The server hello within hello_timeout_ms of the client's (section 3.3), whatever else
@@ -448,6 +454,8 @@ class Link:
             dev.wake.clear()
             if dev.outbox:
                 continue
+            if self._reopen:
+                raise Reopen("re-open: the menu changed and the server did not list it")
             if self.ping_ms is None:
                 await dev.wake.wait()
                 continue

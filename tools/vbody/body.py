@@ -39,6 +39,7 @@ class VirtualBody:
         master_settings=None,
         hub_events=False,
         xiaozhi=None,
+        xiaozhi_endpoint=None,
     ):
         if out_dir is None:
             base = os.path.join(
@@ -69,6 +70,8 @@ class VirtualBody:
         self.token = ((master_config or {}).get("http") or {}).get("token")
         self.seed = seed
         self.xiaozhi = xiaozhi  # OTA URL of a xiaozhi server for the master's link, or None
+        if xiaozhi_endpoint:  # a xiaozhi MCP endpoint (relay) the master serves its tools to
+            self.master_settings["xiaozhi_endpoint"] = xiaozhi_endpoint
         self.stopped = False
         self.menu_refusal = None  # (status, reply) of the last GET /menu that was not a 200
         self.starved = None  # why the master cannot serve its menu, once that has lasted

@@ -37,6 +37,17 @@ def _check_ota_url(url):
         raise SystemExit("sim: --xiaozhi %r: only loopback addresses are accepted" % url)
 
 
+def _check_endpoint_url(url):
+    """--xiaozhi-endpoint takes a ws:// URL on a loopback address (the simulation's rule)."""
+    if not url.startswith("ws://"):
+        raise SystemExit(
+            "sim: --xiaozhi-endpoint %r: expected ws://127.0.0.1:PORT/...?token=T" % url
+        )
+    host = url[5:].split("/", 1)[0].split("?", 1)[0].rsplit(":", 1)[0]
+    if host not in ("127.0.0.1", "localhost"):
+        raise SystemExit("sim: --xiaozhi-endpoint %r: only loopback addresses are accepted" % url)
+
+
 def run_body(args):
     external = {}
     for key in ("led", "speaker"):
@@ -66,6 +77,12 @@ def run_body(args):
         if args.master:
             raise SystemExit("sim: --xiaozhi points the master's link: not with an external master")
         _check_ota_url(args.xiaozhi)
+    if args.xiaozhi_endpoint:
+        if args.master:
+            raise SystemExit(
+                "sim: --xiaozhi-endpoint is the virtual master's: not with an external master"
+            )
+        _check_endpoint_url(args.xiaozhi_endpoint)
     master_config = None
     if args.config:
         if args.master:
@@ -94,6 +111,7 @@ def run_body(args):
         heap=args.heap,
         seed=args.seed,
         xiaozhi=args.xiaozhi,
+        xiaozhi_endpoint=args.xiaozhi_endpoint,
         master_config=master_config,
         hub_events=True,
     )
@@ -213,9 +231,11 @@ def board_config(path):
     for what, url in (
         ("nudge_url", obj.get("nudge_url")),
         ("xiaozhi.ota_url", xz.get("ota_url") if isinstance(xz, dict) else None),
+        ("xiaozhi.mcp_endpoint", xz.get("mcp_endpoint") if isinstance(xz, dict) else None),
     ):
-        if isinstance(url, str) and url.startswith("http://"):
-            host = url[7:].split("/", 1)[0].rsplit(":", 1)[0]
+        if isinstance(url, str) and (url.startswith("http://") or url.startswith("ws://")):
+            rest = url.split("://", 1)[1]
+            host = rest.split("/", 1)[0].split("?", 1)[0].rsplit(":", 1)[0]
             if host not in ("127.0.0.1", "localhost"):
                 raise ValueError("%s %r: only loopback addresses are accepted" % (what, url))
     board_only = [k for k in ("wifi", "http_port") if k in obj]
@@ -454,6 +474,12 @@ def main(argv=None):
         "--xiaozhi",
         metavar="OTA_URL",
         help="point the master's xiaozhi link at this OTA URL (tools/xiaozhi_server.py)",
+    )
+    p.add_argument(
+        "--xiaozhi-endpoint",
+        metavar="URL",
+        help="serve the master's tools to this xiaozhi MCP endpoint (relay), ws://...?token=T "
+        "(tools/xiaozhi_server.py --relay)",
     )
     p.add_argument("--out", help="folder for logs and audio (default sim-out/<time>-<pid>)")
     p.add_argument(
