@@ -31,7 +31,6 @@ class Rig:
         await self.srv.start()
         cfg = {"ota_url": self.srv.ota_url, "max_message": 4096}
         self.link = xiaozhi_link.Link(self.device, cfg, IDENT, backoff=xiaozhi.Backoff(100, 400))
-        self.link.reopen_backoff = xiaozhi.Backoff(100, 400)
         self.task = asyncio.create_task(self.link.run())
         return self
 
@@ -190,7 +189,6 @@ class RelayRig:
         await self.relay.start()
         cfg = {"mcp_endpoint": self.relay.url("tool", self.token)}
         self.link = xiaozhi_link.EndpointLink(self.device, cfg, backoff=xiaozhi.Backoff(100, 400))
-        self.link.reopen_backoff = xiaozhi.Backoff(100, 400)
         self.task = asyncio.create_task(self.link.run())
         return self
 

@@ -173,6 +173,8 @@ class Facade:
 class Device:
     """One xiaozhi device session's protocol state over a Facade; messages out via `outbox`."""
 
+    call_deadline_ms = CALL_DEADLINE_MS  # a class attribute: tests may set it on an instance
+
     def __init__(self, facade, version="0.1.0", spawn=None):
         self.facade = facade
         self.version = version
@@ -186,7 +188,6 @@ class Device:
         self.speech = []  # sentences waiting for the speaker, in order
         self._speaking = False
         self.calls = 0  # tools/call not answered yet
-        self.call_deadline_ms = CALL_DEADLINE_MS
         self.menu_gen = 0  # the menu's changes seen, counted
         self.listed_gen = None  # menu_gen of the server's last whole tools/list (None: none yet)
         self.changed_at = None  # ticks of the first menu change the server did not list yet
@@ -512,6 +513,7 @@ class Device:
             self.menu_gen += 1
             if self.changed_at is None:
                 self.changed_at = ticks_ms()
+                self.wake.set()  # the writer starts looking for a re-open
         if not self.ready:
             return
         if kind == "menu":
@@ -717,6 +719,7 @@ class Endpoint(Device):
             self.menu_gen += 1
             if self.changed_at is None:
                 self.changed_at = ticks_ms()
+                self.wake.set()
 
 
 def _ok(out):

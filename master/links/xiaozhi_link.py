@@ -32,6 +32,8 @@ _MP = ws._MP
 DISCOVERY_MS = 10000  # the whole discovery exchange
 SETTLE_MS = 5000  # the first hello waits for every organ port to have its organ, this long at most
 RAN_MS = 10000  # a session the server closes after this long is reconnected quietly
+REOPEN_MIN_MS = 1000  # the first re-open's wait; each next one doubles it, up to 60 s
+REOPEN_POLL_MS = 1000  # a menu change not listed yet: the writer looks this often for a re-open
 PING_MS = 30000  # the relay link pings after this long without a message of its own
 POLICY = 1008  # the relay's close for a bad token (mcp-endpoint-server): retried slowly
 
@@ -177,6 +179,10 @@ class Link:
     `ident`: {"device_id", "client_id"}; `set_clock(epoch_ms, tz_min)` and `facade.reset()`
     come from the board. `config`: {"ota_url", "token", "max_message", "cadata"}."""
 
+    settle_ms = SETTLE_MS  # class attributes: tests may set them on an instance
+    ran_ms = RAN_MS
+    ping_ms = None  # the device link: the server's pings keep the watchdog fed
+
     def __init__(self, device, config, ident, role="master", set_clock=None, backoff=None):
         self.device = device
         self.ota_url = config.get("ota_url")
@@ -197,12 +203,9 @@ class Link:
         self.firmware_offer = None
         self.reopens = 0  # sessions re-opened for a changed menu the server did not list
         self.server_closes = 0  # sessions the server closed after they ran (reconnected quietly)
-        self.settle_ms = SETTLE_MS
-        self.ran_ms = RAN_MS
-        self.reopen_backoff = Backoff(1000, BACKOFF_MAX_MS)
+        self.reopen_ms = REOPEN_MIN_MS  # the wait before the next re-open's session: doubling
         self._ready_at = None
         self._reopen = False  # a re-open is due: the writer ends the session when it can
-        self.ping_ms = None  # the device link: the server's pings keep the watchdog fed
         self._stop = False
 
     def status(self):
@@ -240,7 +243,8 @@ class Link:
             quiet = None
             self._ready_at = None
             try:
-                await self.session()
+                await self.session()  # connected (and the hello exchanged)
+                await self._serve()
             except Reopen as e:
                 quiet = str(e)
             except ws.WsClosed as e:
@@ -257,15 +261,14 @@ class Link:
             if self._stop:
                 break
             if quiet is None:
-                self.reopen_backoff.reset()
+                self.reopen_ms = REOPEN_MIN_MS
                 d = self.backoff.next()
                 self._say("backoff", [("ms", d), ("error", self.last_error)])
             else:
-                d = (
-                    self.reopen_backoff.next()
-                    if quiet.startswith("re-open")
-                    else self.backoff.next()
-                )
+                d = self.backoff.next()
+                if quiet.startswith("re-open"):
+                    d = self.reopen_ms
+                    self.reopen_ms = min(d * 2, BACKOFF_MAX_MS)
                 self._say("backoff", [("ms", d), ("why", quiet)])
             await asyncio.sleep(d / 1000)
 
@@ -352,10 +355,9 @@ class Link:
         self._say("hello")
         await self._await_hello()
         self._say("ready", [("session_id", dev.session_id)])
-        await self._serve()
 
     async def _serve(self):
-        # reader, writer and the re-open watch each their own task; the first to end ends it
+        # reader and writer each their own task; the first to end ends the session
         self.connects += 1
         self._ready_at = ticks_ms()
         self._reopen = False
@@ -374,33 +376,28 @@ class Link:
 
         r = asyncio.create_task(guard(self._reader()))
         w = asyncio.create_task(guard(self._writer()))
-        o = asyncio.create_task(guard(self._reopener()))
         try:
             await ended.wait()
         finally:
             r.cancel()
             w.cancel()
-            o.cancel()
         e = errors[0] if errors else XiaozhiError("session ended")
         if isinstance(e, Reopen):
             await asyncio.sleep(0)  # the reader and the writer are gone before the close
             await sock.close(ws.NORMAL, "re-open: the menu changed")
         raise e
 
-    async def _reopener(self):
-        # says when a re-open is due; the writer ends the session once the outbox is empty
+    def _reopen_due(self):
+        # a re-open is due (Device.reopen_due): said once, then the writer ends the session
         dev = self.device
-        while not self._reopen:
-            await asyncio.sleep(0.5)
-            if dev.reopen_due(ticks_ms()):
-                self.reopens += 1
-                if ticks_diff(ticks_ms(), self._ready_at) > 60000:
-                    self.reopen_backoff.reset()  # a re-open after a long session: no storm
-                log.emit("xiaozhi", [("what", "reopen"), ("listed", dev.listed_gen),
-                                     ("menu", dev.menu_gen)])  # fmt: skip
-                self._reopen = True
-                dev.wake.set()
-        await asyncio.Event().wait()
+        if not self._reopen and dev.reopen_due(ticks_ms()):
+            self._reopen = True
+            self.reopens += 1
+            if ticks_diff(ticks_ms(), self._ready_at) > 60000:
+                self.reopen_ms = REOPEN_MIN_MS  # a re-open after a long session: no storm
+            log.emit("xiaozhi", [("what", "reopen"), ("listed", dev.listed_gen),
+                                 ("menu", dev.menu_gen)])  # fmt: skip
+        return self._reopen
 
     async def _await_hello(self):
         # The server hello within hello_timeout_ms of the client's (section 3.3), whatever else
@@ -454,21 +451,27 @@ class Link:
             dev.wake.clear()
             if dev.outbox:
                 continue
-            if self._reopen:
+            if self._reopen_due():
                 raise Reopen("re-open: the menu changed and the server did not list it")
-            if self.ping_ms is None:
+            # waits for the next message; while a menu change is not listed, it looks again
+            # every second whether a re-open is due (no task of its own: 80 KB has no room)
+            wait = REOPEN_POLL_MS if dev.changed_at is not None else self.ping_ms
+            if wait is None:
                 await dev.wake.wait()
                 continue
             try:
-                await asyncio.wait_for(dev.wake.wait(), self.ping_ms / 1000)
+                await asyncio.wait_for(dev.wake.wait(), wait / 1000)
             except asyncio.TimeoutError:
-                await sock.ping()
+                if self.ping_ms is not None and wait == self.ping_ms:
+                    await sock.ping()
 
     def stop(self):
         self._stop = True
 
 
 class EndpointLink(Link):
+    ping_ms = PING_MS
+
     """The relay link: dials the xiaozhi MCP endpoint (config "mcp_endpoint", its token in the
     URL's query), answers the relay's JSON-RPC over the one socket, reconnects with backoff
     (slowly after the relay's 1008 for a bad token), re-opens when the menu changed after a
@@ -480,7 +483,6 @@ class EndpointLink(Link):
         super().__init__(device, {"max_message": config.get("max_message", 4096),
                                   "cadata": config.get("cadata")}, None, backoff=backoff)  # fmt: skip
         self.endpoint = config.get("mcp_endpoint")
-        self.ping_ms = PING_MS
 
     def status(self):
         d = Link.status(self)
@@ -497,4 +499,3 @@ class EndpointLink(Link):
         await self.sock.connect(self.url, {}, ctx)
         self.device.open()
         self._say("ready")
-        await self._serve()
