@@ -114,6 +114,30 @@ def test_xinnan_server_unplugged_speaker_at_boot_replugged_after_the_list(tmp_pa
             b.stop()
 
 
+def test_xinnan_idle_close_is_reconnected_quietly_on_the_unix_port(tmp_path):
+    # xinnan closes a connection after 180 s without voice; 12 s here (the link takes a close
+    # after 10 s of session as expected, one that comes sooner as a failure)
+    with ServerThread(peer="xinnan", idle_close_s=12) as st:
+        b = VirtualBody(out_dir=str(tmp_path), xiaozhi=st.server.ota_url)
+        b.start()
+        try:
+            assert b.wait_http(20), "the master's HTTP port did not open"
+            s1 = _listed(st, timeout=60)
+            s2 = _listed(st, after=s1, timeout=60)
+            assert s1.idle_closed and s2.tools == mcp.tools(b.menu()), (s1.idle_closed, s2.tools)
+            x = b.status()["xiaozhi"]
+            assert x["server_closes"] >= 1 and x["last_error"] is None, x
+            lines = [
+                e for e in b.events if e.get("src") == "master" and e.get("event") == "xiaozhi"
+            ]
+            assert [e for e in lines if e.get("what") == "closed_by_server"], lines
+            assert not [e for e in lines if e.get("error") is not None], (
+                "no error lines: %s" % lines
+            )
+        finally:
+            b.stop()
+
+
 def _pins_on(out):
     # the LED pin log's lines that turn it on
     try:

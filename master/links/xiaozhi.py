@@ -167,6 +167,7 @@ class Facade:
       (data: module_id, module_type, port), "event" (module_id, name, status) and "menu"
       (the menu changed);
     - `quiet() -> bool`: no plan is running (a reboot waits for it);
+    - `settled() -> bool` (optional): every organ port has its organ (the first hello waits);
     - `reset()`: reset the master (machine.reset on a board)."""
 
 
