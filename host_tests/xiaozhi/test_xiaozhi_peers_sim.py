@@ -70,6 +70,10 @@ def test_xinnan_server_unplugged_speaker_at_boot_replugged_after_the_list(tmp_pa
             assert set(LED) <= set(names) and "chime" not in names, names
             assert s1.tools == mcp.tools(b.menu()), "the first session's list is the live menu"
             assert s1.hellos == 1 and not s1.list_errors, (s1.hellos, s1.list_errors)
+            said = [e.get("state") for e in b.events if e.get("src") == "master" and e.get("what") == "state"]  # fmt: skip
+            assert said[:2] == ["settling", "discovering"], (
+                "the hello waited for the bus: %s" % said
+            )
             b.replug("speaker")
             assert b.wait_menu(LED + ["chime"], 30), "the speaker registered after the replug"
             try:
