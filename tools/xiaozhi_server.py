@@ -65,6 +65,23 @@ OTA_PATH = "/xiaozhi/ota/"
 WS_PATH = "/xiaozhi/v1/"
 
 
+async def _request(owner, out, method, params, timeout):
+    """A JSON-RPC request sent with `await out(msg)`, its id the next of `owner.next_id`, its
+    answer's future in `owner.pending` until it comes (whole payload) or `timeout` s pass."""
+    mid = owner.next_id
+    owner.next_id += 1
+    fut = asyncio.get_running_loop().create_future()
+    owner.pending[mid] = fut
+    msg = {"jsonrpc": "2.0", "id": mid, "method": method}
+    if params is not None:
+        msg["params"] = params
+    await out(msg)
+    try:
+        return await asyncio.wait_for(fut, timeout)
+    finally:
+        owner.pending.pop(mid, None)
+
+
 class Session:
     """One device connection: its hello, what it sent, its tools, pending MCP requests."""
 
@@ -90,18 +107,10 @@ class Session:
 
     async def request(self, method, params=None, timeout=30):
         """A JSON-RPC request to the device's MCP server; its whole payload (result or error)."""
-        mid = self.next_id
-        self.next_id += 1
-        fut = asyncio.get_running_loop().create_future()
-        self.pending[mid] = fut
-        msg = {"jsonrpc": "2.0", "id": mid, "method": method}
-        if params is not None:
-            msg["params"] = params
+        return await _request(self, self._out, method, params, timeout)
+
+    async def _out(self, msg):
         await self.send({"session_id": self.id, "type": "mcp", "payload": msg})
-        try:
-            return await asyncio.wait_for(fut, timeout)
-        finally:
-            self.pending.pop(mid, None)
 
     async def list_tools(self):
         tools, cursor, pages = [], "", []
@@ -210,18 +219,7 @@ class XinnanSession(Session):
 
     async def request(self, method, params=None, timeout=CALL_TIMEOUT_S):
         """A request with the call ids (from 1 again per hello); its whole payload."""
-        mid = self.next_id
-        self.next_id += 1
-        fut = asyncio.get_running_loop().create_future()
-        self.pending[mid] = fut
-        msg = {"jsonrpc": "2.0", "id": mid, "method": method}
-        if params is not None:
-            msg["params"] = params
-        await self.mcp(msg)
-        try:
-            return await asyncio.wait_for(fut, timeout)
-        finally:
-            self.pending.pop(mid, None)
+        return await _request(self, self.mcp, method, params, timeout)
 
     async def call_tool(self, name, arguments=None, timeout=CALL_TIMEOUT_S):
         """call_mcp_tool: content[0].text, or RuntimeError with the top-level "error" of an
@@ -779,18 +777,7 @@ class RelayRobot:
                 self.ready.set()
 
     async def request(self, method, params=None, timeout=CALL_TIMEOUT_S):
-        mid = self.next_id
-        self.next_id += 1
-        fut = asyncio.get_running_loop().create_future()
-        self.pending[mid] = fut
-        msg = {"jsonrpc": "2.0", "id": mid, "method": method}
-        if params is not None:
-            msg["params"] = params
-        await self._send(msg)
-        try:
-            return await asyncio.wait_for(fut, timeout)
-        finally:
-            self.pending.pop(mid, None)
+        return await _request(self, self._send, method, params, timeout)
 
 
 class ServerThread:

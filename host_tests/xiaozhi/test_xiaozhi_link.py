@@ -8,7 +8,7 @@ from master.links import mcp
 from master.net import ws
 from master.links import xiaozhi
 from master.links import xiaozhi_link
-from xiaozhi_fakes import Facade, Log
+from xiaozhi_fakes import Facade, Log, stop_link
 from xiaozhi_server import XiaozhiServer
 
 IDENT = {"device_id": "aa:bb:cc:dd:ee:01", "client_id": "12345678-1234-4123-8123-123456789abc"}
@@ -44,13 +44,7 @@ class Rig:
         return self
 
     async def __aexit__(self, *exc):
-        self.link.stop()
-        self.task.cancel()
-        try:
-            await self.task
-        except asyncio.CancelledError:
-            pass
-        await self.link.sock.abort()
+        await stop_link(self.link, self.task)
         await self.srv.stop()
 
     async def ready(self, timeout=15):

@@ -6,7 +6,7 @@ import websockets
 from master.links import mcp
 from master.links import xiaozhi
 from master.links import xiaozhi_link
-from xiaozhi_fakes import EXPRESS, Facade, Log
+from xiaozhi_fakes import EXPRESS, Facade, Log, stop_link
 from xiaozhi_server import EndpointRelay, RelayRobot, XiaozhiServer
 
 IDENT = {"device_id": "aa:bb:cc:dd:ee:02", "client_id": "12345678-1234-4123-8123-123456789abd"}
@@ -35,13 +35,7 @@ class Rig:
         return self
 
     async def __aexit__(self, *exc):
-        self.link.stop()
-        self.task.cancel()
-        try:
-            await self.task
-        except asyncio.CancelledError:
-            pass
-        await self.link.sock.abort()
+        await stop_link(self.link, self.task)
         await self.srv.stop()
         xiaozhi.log, xiaozhi_link.log = self.old
 
@@ -195,13 +189,7 @@ class RelayRig:
     async def __aexit__(self, *exc):
         for r in self.robots:
             await r.close()
-        self.link.stop()
-        self.task.cancel()
-        try:
-            await self.task
-        except asyncio.CancelledError:
-            pass
-        await self.link.sock.abort()
+        await stop_link(self.link, self.task)
         await self.relay.stop()
         xiaozhi.log, xiaozhi_link.log = self.old
 

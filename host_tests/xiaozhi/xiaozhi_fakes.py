@@ -84,3 +84,14 @@ def _ms():
     if hasattr(time, "ticks_ms"):
         return time.ticks_ms()
     return int(time.monotonic() * 1000)
+
+
+async def stop_link(link, task):
+    """End a xiaozhi Link running as `task` and close its socket (a test rig's teardown)."""
+    link.stop()
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        pass
+    await link.sock.abort()

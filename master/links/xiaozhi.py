@@ -232,12 +232,16 @@ class Device:
 
     def send(self, obj):
         """Queue one message for the server, with the session id (section 4)."""
+        obj["session_id"] = self.session_id
+        return self._queue(obj)
+
+    def _queue(self, obj):
+        # False when not ready or the outbox is full (counted): the message is dropped
         if not self.ready:
             return False
         if len(self.outbox) >= MAX_OUTBOX:
             self.counts["out_dropped"] += 1
             return False
-        obj["session_id"] = self.session_id
         self.outbox.append(jsonout.pieces(obj))  # pieces of 256 bytes: no large heap block
         self.wake.set()
         return True
@@ -660,14 +664,7 @@ class Endpoint(Device):
     request is answered on its own, its id echoed as it came, and nothing is notified."""
 
     def send(self, obj):
-        if not self.ready:
-            return False
-        if len(self.outbox) >= MAX_OUTBOX:
-            self.counts["out_dropped"] += 1
-            return False
-        self.outbox.append(jsonout.pieces(obj))
-        self.wake.set()
-        return True
+        return self._queue(obj)  # bare JSON-RPC: no envelope, no session id
 
     def _mcp_out(self, payload):
         return self.send(payload)
