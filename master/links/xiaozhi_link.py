@@ -181,7 +181,7 @@ class Link:
 
     settle_ms = SETTLE_MS  # class attributes: tests may set them on an instance
     ran_ms = RAN_MS
-    ping_ms = None  # the device link: the server's pings keep the watchdog fed
+    ping_ms = None  # type: int | None  # the device link: the server's pings keep the watchdog fed
 
     def __init__(self, device, config, ident, role="master", set_clock=None, backoff=None):
         self.device = device
@@ -470,14 +470,14 @@ class Link:
 
 
 class EndpointLink(Link):
-    ping_ms = PING_MS
-
     """The relay link: dials the xiaozhi MCP endpoint (config "mcp_endpoint", its token in the
     URL's query), answers the relay's JSON-RPC over the one socket, reconnects with backoff
     (slowly after the relay's 1008 for a bad token), re-opens when the menu changed after a
     device session listed and none listed again (the relay cannot notify). No discovery, no
     hello: requests may come as soon as the socket is open, or none for a long time, so the
     writer pings after PING_MS without a message and the watchdog hears the pongs."""
+
+    ping_ms = PING_MS
 
     def __init__(self, device, config, backoff=None):
         super().__init__(device, {"max_message": config.get("max_message", 4096),
