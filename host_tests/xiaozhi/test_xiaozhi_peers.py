@@ -7,7 +7,8 @@ from master.links import mcp
 from master.links import xiaozhi
 from master.links import xiaozhi_link
 from xiaozhi_fakes import EXPRESS, Facade, Log, stop_link
-from xiaozhi_server import EndpointRelay, RelayRobot, XiaozhiServer
+from xiaozhi_relay import EndpointRelay, RelayRobot
+from xiaozhi_server import XiaozhiServer
 
 IDENT = {"device_id": "aa:bb:cc:dd:ee:02", "client_id": "12345678-1234-4123-8123-123456789abd"}
 

@@ -13,7 +13,8 @@ import pytest
 from e2e_support import VirtualBody
 from master.links import mcp
 from support import ROOT
-from xiaozhi_server import EndpointRelay, RelayRobot, ServerThread
+from xiaozhi_relay import EndpointRelay, RelayRobot
+from xiaozhi_server import ServerThread
 
 SIM = [sys.executable, os.path.join(ROOT, "tools", "sim.py")]
 LED = ["led_on", "led_off", "led_blink"]
