@@ -5,7 +5,7 @@ from organbus import command  # noqa: F401  (mf.command, as the tests spell it)
 from organbus.descriptor import encode_descriptor  # noqa: F401
 
 from master.bus import body as _body
-from master.links.routes import STATUS
+from master.bus.outcome import CODE
 from master_fakes import FakeOrgan, Rig, Wire, led, menu_caps, speaker, standard_rig  # noqa: F401
 from master_fakes import _cap, _p
 
@@ -95,16 +95,16 @@ def run_plan(rig, plan, limit_ms=60000):
     done = []
     kind, run = rig.body.submit(plan, None, lambda r: done.append(r))
     if kind != _body.ACCEPTED:
-        return STATUS[kind], run
+        return CODE[kind], run
     t = 0
     while not done and t < limit_ms:
         rig.advance(10)
         t += 10
     assert done, "plan did not finish within %d ms" % limit_ms
-    return STATUS[_body.REPORT], run.report()
+    return CODE[_body.REPORT], run.report()
 
 
 def submit(rig, raw, on_accept=None, on_done=None):
     """rig.body.submit with the outcome as the HTTP status the /plan route answers for it."""
     kind, obj = rig.body.submit(raw, on_accept, on_done)
-    return STATUS[kind], obj
+    return CODE[kind], obj

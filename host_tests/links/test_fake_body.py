@@ -1,7 +1,7 @@
 # The links tests' scripted stand-in body (helpers/fake_body.py) keeps its own contract.
 import asyncio
 
-from master.links.routes import STATUS
+from master.bus.outcome import CODE
 
 from fake_body import FakeBody
 
@@ -14,6 +14,6 @@ def test_fake_body_menu_and_refusal():
     assert names == ["led_on", "led_off", "led_blink", "speak", "chime"], names
     plan = {"steps": [{"task_id": "t1", "action": "nope", "params": {}}]}
     kind, out = asyncio.run(b.execute(plan))
-    code = STATUS[kind]
+    code = CODE[kind]
     assert code == 422 and "nope" in out["problems"][0], (code, out)
     assert b.commands == [], "a refused plan sent nothing: %r" % b.commands

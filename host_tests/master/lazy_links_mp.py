@@ -24,6 +24,8 @@ class QuietUart:  # an organ port with nothing on it
 async def main(config, port):
     board = {"http": ("127.0.0.1", port), "console": None, "flash": "/tmp"}
     board["xiaozhi"] = {"ident": {"device_id": "aa:bb:cc:dd:ee:01", "client_id": "x"}}
+    if len(sys.argv) > 3:
+        board.update(json.loads(sys.argv[3]))  # e.g. no HTTP, the console link on stdin
     asyncio.create_task(app.run({1: QuietUart()}, config, board))
     await asyncio.sleep_ms(600)
     gc.collect()

@@ -7,10 +7,9 @@ OPTIONAL = ("master.links.xiaozhi", "master.links.xiaozhi_link", "master.ota", "
             "master.links.nudge", "master.links.jsonlines", "master.links.mqtt")  # fmt: skip
 
 
-def _imported(config):
-    r = run_micropython(
-        [ROOT + "/host_tests/master/lazy_links_mp.py", json.dumps(config), str(free_port())]
-    )
+def _imported(config, board=None):
+    args = [ROOT + "/host_tests/master/lazy_links_mp.py", json.dumps(config), str(free_port())]
+    r = run_micropython(args + ([json.dumps(board)] if board else []), input="")
     assert r.returncode == 0, r.stdout + r.stderr
     return json.loads(r.stdout.strip().splitlines()[-1])
 
@@ -35,3 +34,12 @@ def test_each_configured_link_is_imported():
     mods = _optional(_imported(config))
     for m in ("master.ota.routes", "master.links.nudge", "master.links.xiaozhi_link"):
         assert m in mods, mods
+
+
+def test_the_console_link_alone_loads_no_http_code():
+    # the JSON-lines link answers with outcome.CODE: a master without HTTP never imports httpd
+    mods = _imported({}, {"http": None, "console": "link"})
+    assert "master.links.jsonlines" in mods, mods
+    assert not [
+        m for m in mods if m.startswith(("master.links.httpd", "master.links.routes"))
+    ], mods

@@ -4,6 +4,7 @@ import asyncio
 import master_rig as mf
 from master.links import routes as _routes
 from master.bus import body
+from master.bus import outcome
 
 UNIX_PORT = True
 
@@ -27,10 +28,10 @@ def test_routes_table():
 
 
 def test_every_outcome_has_one_status():
-    assert _routes.STATUS == {
+    assert outcome.CODE == {
         body.ACCEPTED: 200,
         body.REPORT: 200,
         body.PROBLEMS: 422,
         body.UNREADABLE: 400,
         body.TOO_LARGE: 413,
-    }, _routes.STATUS
+    }, outcome.CODE

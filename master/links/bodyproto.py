@@ -19,7 +19,7 @@ from organbus.utf8 import MAX_TEXT
 from master.links.bodyclamp import Clamp, Overflow
 from master.links.httpd import Fed, HttpError
 from master.bus.outcome import ACCEPTED, GOOD, OFFLINE, REFUSED, TIMEOUT
-from master.links.routes import STATUS
+from master.bus.outcome import CODE
 
 ANSWER_MS = const(2000)  # the most a request waits for its organ's COMMAND_RESP
 MAX_QUEUED = const(2)  # steps answered 202 still waiting for their group
@@ -170,7 +170,7 @@ class BodyProtocol:
         kind, run = self.body.submit(one_step(action, params), on_accept, on_done)
         if kind != ACCEPTED:
             problems = run.get("problems", [])
-            return STATUS[kind], {"error": "; ".join(problems), "problems": problems}, None
+            return CODE[kind], {"error": "; ".join(problems), "problems": problems}, None
         st = run.steps[0]
         if not run.finished and st.status == "pending":
             self.queued += 1

@@ -13,7 +13,7 @@ import asyncio
 from organbus import jsonread
 from organbus import plan as _plan
 
-from master.links.routes import STATUS
+from master.bus.outcome import CODE
 
 _ENVELOPE = 64  # {"op": "plan", "id": ..., "plan": ...} around a plan
 MAX_LINE = _plan.MAX_PLAN_BYTES + _ENVELOPE  # the one plan limit, plus the request around it
@@ -67,7 +67,7 @@ async def handle(body, line):
                 op, 400, {"problems": ["plan: missing (the plan object or its JSON text)"]}, rid
             )
         kind, obj = await body.execute(req["plan"], None, _plan_dups(dups))
-        return _reply(op, STATUS[kind], obj, rid)
+        return _reply(op, CODE[kind], obj, rid)
     return _reply(
         op, 400, {"problems": ["op: unknown %s (ops: %s)" % (json.dumps(op), ", ".join(OPS))]}, rid
     )

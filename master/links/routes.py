@@ -1,24 +1,16 @@
-# The master's own HTTP routes (GET /menu, POST /plan, GET /status) and the one map from a Body outcome to a status code.
+# The master's own HTTP routes (GET /menu, POST /plan, GET /status).
 #
-# The core and the Body say what happened (an outcome kind); this table alone turns it into
-# an HTTP status, and the JSON-lines link reuses it so both links answer alike.
+# The core and the Body say what happened (an outcome kind); outcome.CODE alone turns it into
+# an HTTP status, and the JSON-lines link answers with the same codes.
 from organbus import menu as _menu
 
 from master.bus import outcome
 from master.links.httpd import Each
 
-STATUS = {
-    outcome.ACCEPTED: 200,
-    outcome.REPORT: 200,
-    outcome.PROBLEMS: 422,
-    outcome.UNREADABLE: 400,
-    outcome.TOO_LARGE: 413,
-}
-
 
 def status_of(kind):
     """The HTTP status for a Body outcome kind."""
-    return STATUS[kind]
+    return outcome.CODE[kind]
 
 
 def answer(kind, obj):
@@ -26,7 +18,7 @@ def answer(kind, obj):
     read also says why in "error", as every refusal of the HTTP server does."""
     if kind == outcome.UNREADABLE or kind == outcome.TOO_LARGE:
         obj = {"error": obj["problems"][0], "problems": obj["problems"]}
-    return STATUS[kind], obj
+    return outcome.CODE[kind], obj
 
 
 def _entry(c):
