@@ -12,18 +12,10 @@ from organs.led import led_descriptor
 from organs.speaker import speaker_descriptor
 from organs.template import button_descriptor
 from test_httpd import request
+from test_mcp_streams import INIT, Req
 
-INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                   "clientInfo": {"name": "t", "version": "0"}}}  # fmt: skip
 TOKEN = "s3cret-Token_42"
 ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-
-
-class Req:
-    def __init__(self, msg=None, headers=None):
-        self.json = msg
-        self.headers = headers or {}
 
 
 class Clock:

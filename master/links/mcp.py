@@ -508,12 +508,12 @@ class McpServer:
             return (
                 "%s: started, running for %d s now; it runs up to %d s in all (the organ's "
                 "max_duration_ms) and goes on after this answer; its end is in "
-                "organbus://reports" % (name, ran // 1000, most // 1000)
+                "organbus://reports" % (name, (ran + 500) // 1000, (most + 999) // 1000)
             )
         return (
             "%s: accepted, waiting for its resource group; it starts when the group is free, "
             "runs up to %d s (the organ's max_duration_ms) and goes on after this answer; its "
-            "end is in organbus://reports" % (name, most // 1000)
+            "end is in organbus://reports" % (name, (most + 999) // 1000)
         )
 
     def call_streamed(self, msg, version, dups=(), session=None):
