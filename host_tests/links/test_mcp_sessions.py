@@ -1,21 +1,17 @@
-# MCP for Home Assistant (issue 26) at unit level: idle expiry and LRU eviction of sessions, a long step answered as started, the /mcp/<token> URL, tool names and schemas through voluptuous-openapi.
-import asyncio
-import re
-import time
+# MCP sessions (issue 26): idle expiry after 10 min and the LRU cap that never evicts a session in use, a long step answered as started; CPython, the unix port, RV32.
+try:
+    import asyncio
+except ImportError:  # pragma: no cover
+    import uasyncio as asyncio
 
-from voluptuous_openapi import convert_to_voluptuous
+from organbus.ticks import ticks_diff, ticks_ms
 
-from fake_body import FakeBody, ServerThread
+from fake_body import FakeBody
 from master.links import mcp
 from master.links import mcpstream
-from organs.led import led_descriptor
-from organs.speaker import speaker_descriptor
-from organs.template import button_descriptor
-from test_httpd import request
 from test_mcp_streams import INIT, Req
 
-TOKEN = "s3cret-Token_42"
-ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+UNIX_PORT = True
 
 
 class Clock:
@@ -83,9 +79,9 @@ def test_a_long_step_is_answered_as_started_and_goes_on():
     blink = {"name": "led_blink", "arguments": {"count": 20, "period_ms": 2000}}
 
     async def go():
-        t0 = time.monotonic()
+        t0 = ticks_ms()
         out = await srv.call_json(7, blink, "2025-06-18")
-        took = time.monotonic() - t0
+        took = ticks_diff(ticks_ms(), t0) / 1000
         playing = body.playing
         queued = await srv.call_json(8, blink, "2025-06-18")  # the led group is held
         await asyncio.sleep(3.5)
@@ -125,77 +121,3 @@ def test_a_short_step_and_a_progress_call_are_answered_as_before():
     got = asyncio.run(streamed())
     assert isinstance(got[1], mcpstream.CallStream), got
     assert srv.stats()["calls_early"] == 0, srv.stats()
-
-
-def _menus():
-    yield "fake body", FakeBody().menu()["capabilities"]
-    for d in (led_descriptor(), speaker_descriptor(), button_descriptor()):
-        yield d["module_id"], d["capabilities"]
-
-
-def test_every_tool_name_and_schema_suits_home_assistant():
-    seen = 0
-    for where, caps in _menus():
-        for cap in caps:
-            t = mcp.tool_for(cap)
-            assert re.fullmatch(r"[A-Za-z0-9_-]{1,64}", t["name"]), (where, t["name"])
-            try:
-                convert_to_voluptuous(t["inputSchema"])  # what HA's coordinator does to each
-            except Exception as e:
-                raise AssertionError("%s %s: %r" % (where, t["name"], e))
-            seen += 1
-    assert seen >= 8, seen
-    led = mcp.tool_for(led_descriptor()["capabilities"][2])
-    schema = convert_to_voluptuous(led["inputSchema"])
-    assert schema({"count": 20, "period_ms": 2000}) == {"count": 20, "period_ms": 2000}
-
-
-def _post(port, path, msg, headers=None):
-    h = dict(ACCEPT)
-    h.update(headers or {})
-    return request(port, "POST", path, msg, h)
-
-
-def test_the_token_in_the_path_stands_for_the_header():
-    s = ServerThread({"token": TOKEN})
-    try:
-        code, hdrs, out = _post(s.port, "/mcp/" + TOKEN, INIT)
-        assert code == 200 and out["result"]["capabilities"]["tools"], (code, out)
-        sid = hdrs["mcp-session-id"]
-        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "led_on"}}
-        code, _, out = _post(s.port, "/mcp/" + TOKEN, call, {"Mcp-Session-Id": sid})
-        assert code == 200 and out["result"]["content"][0]["text"].startswith("led_on: done")
-        code, _, _ = request(s.port, "DELETE", "/mcp/" + TOKEN, None, {"Mcp-Session-Id": sid})
-        assert code == 200, code
-        code, hdrs, out = _post(s.port, "/mcp", INIT, {"Authorization": "Bearer " + TOKEN})
-        assert code == 200 and "mcp-session-id" in hdrs, "the header still works: %r" % out
-        code, hdrs, out = _post(s.port, "/mcp", INIT)
-        assert code == 401 and out["error"] == "a valid bearer token is required", (code, out)
-        code, hdrs, _ = request(s.port, "PUT", "/mcp/" + TOKEN, {}, ACCEPT)
-        assert code == 405 and hdrs["allow"] == "POST, GET, DELETE", (code, hdrs)
-    finally:
-        s.stop()
-
-
-def test_a_wrong_token_in_the_path_is_404_never_401():
-    # a 401 would send Home Assistant into OAuth discovery
-    s = ServerThread({"token": TOKEN})
-    try:
-        before = list(s.body.commands)
-        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "led_on"}}
-        for path in ("/mcp/" + TOKEN[:-1], "/mcp/" + TOKEN + "x", "/mcp/", "/mcp/<token>"):
-            for headers in ({}, {"Authorization": "Bearer " + TOKEN}):
-                code, hdrs, out = _post(s.port, path, call, headers)
-                assert code == 404 and "www-authenticate" not in hdrs, (path, code, hdrs)
-                assert out["error"] == "no route /mcp/<token> with that token", out
-                assert TOKEN not in str(out), "the answer never shows the token"
-        assert s.body.commands == before, "a wrong token ran nothing"
-    finally:
-        s.stop()
-    s = ServerThread()  # no token configured: no secret URL either
-    try:
-        code, _, out = _post(s.port, "/mcp/anything", INIT)
-        assert code == 404, (code, out)
-        assert _post(s.port, "/mcp", INIT)[0] == 200
-    finally:
-        s.stop()
