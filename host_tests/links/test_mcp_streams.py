@@ -124,22 +124,30 @@ def test_a_session_that_ends_ends_its_stream_and_frees_its_place():
     assert srv.stats()["streams"] == 0 and srv.sessions.get(sid) is None, srv.stats()
 
 
-def test_an_evicted_session_ends_its_stream():
-    # a fifth initialize evicts the oldest session without a stream, else the oldest: its stream
-    # ends with it, so making sessions never piles up streams beyond the bound
+def test_a_session_with_a_stream_is_never_evicted():
+    # issue 26 (was: the oldest went, streaming or not): a session whose stream is open is in
+    # use; with the table full of them initialize is answered without a session (the client
+    # goes on statelessly), counted, and the streams go on
     srv = mcp.McpServer(FakeBody(), mcpstream.Sessions(limit=2))
     a = _session(srv)
     b = _session(srv)
     code, sa, _ = _get(srv, a)
     code2, sb, _ = _get(srv, b)
     assert code == code2 == 200, (code, code2)
+    hdrs = []
 
-    async def one_more():  # both stream: the oldest goes, streaming or not
-        code, out, _ = await srv.handle(Req(INIT))
-        assert code == 200, out
+    async def one_more():
+        code, out, h = await srv.handle(Req(INIT))
+        assert code == 200 and "result" in out, out
+        hdrs.append(h)
 
     ended = _write_while(sa, one_more)
-    assert ended, "the evicted session's stream ended"
-    assert srv.sessions.get(a) is None and srv.sessions.get(b) is sb.session, srv.sessions.table
-    assert srv.stats()["streams"] == 1, srv.stats()
+    assert not ended, "a session in use keeps its stream"
+    assert hdrs == [None], "answered without a session: %r" % hdrs
+    assert srv.sessions.get(a) is sa.session and srv.sessions.get(b) is sb.session
+    st = srv.stats()
+    assert st["sessions_full"] == 1 and st["sessions_evicted"] == 0, st
     sb.close()
+    c = _session(srv)  # a's stream closed (by _write_while), b's too: a, the older use, goes
+    assert srv.sessions.get(a) is None and srv.sessions.get(c) is not None, srv.sessions.table
+    assert srv.stats()["sessions_evicted"] == 1, srv.stats()

@@ -549,8 +549,11 @@ class HttpServer:
         self.cfg = cfg
         self.routes = routes
         self.paths = {}
+        self.secret = []  # "P/" of every route "P/<token>": there the path carries the token
         for method, path in routes:
             self.paths.setdefault(path, []).append(method)
+            if path.endswith("/<token>") and path[:-7] not in self.secret:
+                self.secret.append(path[:-7])
         self.limiter = RateLimiter(cfg["rate_per_s"], cfg["rate_burst"])
         self.active = 0
         self.per_client = {}
@@ -687,6 +690,19 @@ class HttpServer:
             return False
         return _tokens_equal(got[7:].strip(), token)
 
+    def _secret_path(self, path):
+        """(route path, True) for "P/<the token>" of a route "P/<token>": the path carries the
+        token instead of the header (a client that holds only a URL: Home Assistant's MCP);
+        another token there is 404, never 401 (a 401 sends such a client into OAuth
+        discovery). Else (path, False)."""
+        token = self.cfg["token"]
+        for p in self.secret:
+            if path.startswith(p):
+                if token and _tokens_equal(path[len(p) :], token):
+                    return p + "<token>", True
+                raise HttpError(404, "no route %s<token> with that token" % p)
+        return path, False
+
     async def _handle(self, reader, writer, addr, rec):
         cfg = self.cfg
         try:
@@ -709,7 +725,8 @@ class HttpServer:
         origin = headers.get("origin")
         if origin is not None and not self._origin_ok(origin):
             raise HttpError(403, "requests from Origin %r are not allowed" % origin[:80])
-        if not self._auth_ok(headers):
+        path, in_path = self._secret_path(path)
+        if not in_path and not self._auth_ok(headers):
             raise HttpError(
                 401,
                 "a valid bearer token is required",

@@ -4,20 +4,25 @@
 # the GET /mcp stream: `notifications/tools/list_changed` on every menu change and
 # `notifications/resources/updated` for the resources it subscribed. A POST without a
 # session id still stands alone. A `tools/call` with a progressToken is answered as an SSE
-# stream: `notifications/progress` while the step runs, then the result once it finished.
+# stream: `notifications/progress` while the step runs, then the result once it finished;
+# without one a step still running after CALL_WAIT_MS is answered then, as started, and goes
+# on (a client's deadline: Home Assistant's 5 s read timeout). The routes also answer at
+# `/mcp/<token>` (httpd: the token in the path for a client that holds only a URL).
 # Tools carry no annotations: a descriptor has no title or hints to take them from.
+import asyncio
 import json
 
 from micropython import const
 
 from organbus.menu import param_schema
 from organbus.plan import one_step
+from organbus.ticks import ticks_add, ticks_diff, ticks_ms
 
 from master.links.httpd import HttpError
 from master.links.mcpstream import SSE_HEAD, Call, CallStream, NotifyStream, Sessions
 from master.links.mcpstream import cancelled, notification
 from master.bus.outcome import ACCEPTED, OFFLINE, PROBLEMS, REFUSED, REPORT, SKIPPED, STOPPED
-from master.bus.outcome import TIMEOUT
+from master.bus.outcome import RUNNING, SENT, TIMEOUT
 
 # Handshake-era revisions whose transport is Streamable HTTP, newest first.
 PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26")
@@ -36,6 +41,11 @@ INVALID_PARAMS = const(-32602)
 INTERNAL_ERROR = const(-32603)
 RESOURCE_NOT_FOUND = const(-32002)
 STREAM_RETRY_S = "5"  # Retry-After of a GET /mcp refused by the stream bounds (mcpstream.py)
+# A tools/call without a progressToken whose step still runs this long after it came is
+# answered then, saying it started and for how long it runs; the step goes on. Under Home
+# Assistant's 5 s read timeout (httpx's default) with room for the handshake.
+CALL_WAIT_MS = const(3000)
+SECRET_PATH = "/mcp/<token>"  # the routes' URL form with the token in it (httpd.py)
 
 STATUS_URI = "organbus://status"
 REPORTS_URI = "organbus://reports"
@@ -115,9 +125,11 @@ def _summary(step):
 class McpServer:
     """Answers MCP JSON-RPC messages against a master Body (see docs/DESIGN.md)."""
 
-    def __init__(self, body, sessions=None):
+    def __init__(self, body, sessions=None, call_wait_ms=CALL_WAIT_MS):
         self.body = body
+        self.call_wait_ms = call_wait_ms
         self.calls = 0
+        self.calls_early = 0  # answered as started, the step still running (CALL_WAIT_MS)
         self.cancels = 0  # notifications/cancelled that cancelled a call in flight
         self.cancels_ignored = 0  # unknown, finished, malformed or sessionless ones
         self.sessions = sessions if sessions is not None else Sessions()
@@ -172,10 +184,14 @@ class McpServer:
         ss = self.sessions
         return {
             "sessions": len(ss.table),
+            "sessions_evicted": ss.evicted,
+            "sessions_expired": ss.expired,
+            "sessions_full": ss.full,
             "streams": ss.streams,
             "streams_refused": ss.refused,
             "notified": ss.notified,
             "calls": self.calls,
+            "calls_early": self.calls_early,
             "cancelled": self.cancels,
             "cancels_ignored": self.cancels_ignored,
         }
@@ -216,10 +232,10 @@ class McpServer:
             return 400, _error(None, INVALID_REQUEST, "empty body: send one JSON-RPC message"), None
         if isinstance(msg, dict) and msg.get("method") == "initialize" and "id" in msg:
             r = await self.dispatch(msg, version)
-            if "result" in r:
-                made = self.sessions.new(r["result"]["protocolVersion"])
-                return 200, r, {"Mcp-Session-Id": made.id}
-            return 200, r, None
+            made = self.sessions.new(r["result"]["protocolVersion"]) if "result" in r else None
+            if made is None:  # refused, or every session in use: the client goes on without
+                return 200, r, None
+            return 200, r, {"Mcp-Session-Id": made.id}
         if isinstance(msg, dict) and msg.get("method") == "tools/call":
             streamed = self.call_streamed(
                 msg, version, _arg_dups(dups, "params.arguments"), session
@@ -441,14 +457,16 @@ class McpServer:
 
     async def call_json(self, mid, params, version, dups=(), session=None):
         """An HTTP tools/call answered as one JSON object once its step has its final status,
-        or at once with the cancellation error when the client cancels it (`cancel`)."""
+        or at once with the cancellation error when the client cancels it (`cancel`), or, the
+        step still running after call_wait_ms (as long as the organ has not answered it yet, at
+        most its 1 s), as started (`_started`): the step goes on."""
         got = self._call_args(mid, params)
         if isinstance(got, dict):
             return got
         name, args, names, listed = got
         self.calls += 1
         call = Call(mid)
-        kind, run = self.body.submit(one_step(name, args), None, call.on_done, dups)
+        kind, run = self.body.submit(one_step(name, args), call.on_accept, call.on_done, dups)
         if kind == PROBLEMS:
             return self._problems(mid, name, run, names, listed)
         if kind != ACCEPTED:
@@ -457,14 +475,46 @@ class McpServer:
         if session is not None:
             session.calls.append(call)
         try:
-            if not run.finished:
-                await call.wake.wait()
+            until = ticks_add(ticks_ms(), self.call_wait_ms)
+            while not run.finished and call.cancelled is None:
+                left = ticks_diff(until, ticks_ms())
+                if left <= 0 and run.steps[0].status != SENT:
+                    break
+                call.wake.clear()
+                try:
+                    await asyncio.wait_for(call.wake.wait(), max(left, 50) / 1000)
+                except asyncio.TimeoutError:
+                    pass
         finally:
             if session is not None:
-                session.calls.remove(call)
+                session.done(call)
         if call.cancelled is not None:
             return cancelled(mid, call.cancelled)
+        if not run.finished:
+            self.calls_early += 1
+            return self._tool_result(mid, name, run.report(), version, self._started(name, run))
         return self._tool_result(mid, name, run.report(), version)
+
+    def _started(self, name, run):
+        """The first line of a call answered before its step ended: started (or waiting for its
+        resource group), for how long it runs, and that it goes on."""
+        st = run.steps[0]
+        most = 0
+        for c in self.body.menu().get("capabilities", ()):
+            if c["name"] == name:
+                most = c.get("max_duration_ms", 0)
+        if st.status == RUNNING:
+            ran = ticks_diff(self.body.clock(), st.t_sent)
+            return (
+                "%s: started, running for %d s now; it runs up to %d s in all (the organ's "
+                "max_duration_ms) and goes on after this answer; its end is in "
+                "organbus://reports" % (name, (ran + 500) // 1000, (most + 999) // 1000)
+            )
+        return (
+            "%s: accepted, waiting for its resource group; it starts when the group is free, "
+            "runs up to %d s (the organ's max_duration_ms) and goes on after this answer; its "
+            "end is in organbus://reports" % (name, (most + 999) // 1000)
+        )
 
     def call_streamed(self, msg, version, dups=(), session=None):
         """A tools/call with a progressToken: (200, CallStream, SSE head) once its plan was
@@ -512,9 +562,14 @@ class McpServer:
         box.append(CallStream(mid, self.body, run, token, finish, session))
         return 200, box[0], SSE_HEAD
 
-    def _tool_result(self, mid, name, out, version):
-        steps = out.get("steps") or [{"action": name, "status": "missing from report"}]
-        lines = [_summary(s) for s in steps]
+    def _tool_result(self, mid, name, out, version, said=None):
+        """The result of a call: a line per step (or `said`, for a step still under way: no
+        error), the master's notes, the report as JSON."""
+        if said is None:
+            steps = out.get("steps") or [{"action": name, "status": "missing from report"}]
+            lines = [_summary(s) for s in steps]
+        else:
+            lines = [said]
         for n in out.get("notes", ()):
             lines.append("note: " + n)
         # The line for people first, then the master's report as JSON text (the spec asks
@@ -524,7 +579,7 @@ class McpServer:
                 {"type": "text", "text": "\n".join(lines)},
                 {"type": "text", "text": json.dumps(out)},
             ],
-            "isError": not out.get("ok", False),
+            "isError": said is None and not out.get("ok", False),
         }
         if version != "2025-03-26":
             result["structuredContent"] = out
@@ -640,7 +695,12 @@ def _arg_dups(dups, prefix):
 
 def start(body, config):
     """The link's entry: the MCP routes for httpd.serve: POST (messages), GET (the session's
-    stream), DELETE."""
+    stream), DELETE; each at /mcp (the bearer header) and at /mcp/<token> (httpd.py)."""
     srv = McpServer(body)
     body.add_status_section("mcp", srv.stats)
-    return {("POST", "/mcp"): srv.handle, ("GET", "/mcp"): srv.stream, ("DELETE", "/mcp"): srv.end}
+    routes = {}
+    for path in ("/mcp", SECRET_PATH):
+        routes[("POST", path)] = srv.handle
+        routes[("GET", path)] = srv.stream
+        routes[("DELETE", path)] = srv.end
+    return routes

@@ -2,11 +2,13 @@
 #
 # A session is made at `initialize` (its id in the Mcp-Session-Id header) so a client can open
 # the GET stream; POSTs without a session id still work, statelessly, as before. The table is
-# small (`MAX_SESSIONS`, the oldest goes); each session keeps a bounded queue of notifications,
-# filled only while its GET stream is open and written by that stream's own task. A stream
-# holds a connection's task and buffers (about 3.4 KB on the 64-bit unix port), so they are
-# bounded: `SESSION_STREAMS` per session, `MAX_STREAMS` in all; a session that ends (DELETE,
-# or evicted by a newer one) ends its streams.
+# small (`MAX_SESSIONS`); a session unused for `IDLE_MS` expires, and a new one takes the place
+# of the least recently used session that is not in use (no call, no stream): a client that
+# opens a session per call (Home Assistant) never pushes out another's live one. Each session
+# keeps a bounded queue of notifications, filled only while its GET stream is open and written
+# by that stream's own task. A stream holds a connection's task and buffers (about 3.4 KB on
+# the 64-bit unix port), so they are bounded: `SESSION_STREAMS` per session, `MAX_STREAMS` in
+# all; a session that ends (DELETE, expired or evicted) ends its streams.
 import asyncio
 import json
 import os
@@ -14,9 +16,10 @@ import time
 
 from micropython import const
 
-from organbus.ticks import ticks_diff
+from organbus.ticks import ticks_diff, ticks_ms
 
-MAX_SESSIONS = const(4)
+MAX_SESSIONS = const(8)
+IDLE_MS = const(600000)  # a session with no request, call or stream for 10 min expires
 MAX_STREAMS = const(2)  # GET /mcp streams open at once, every session together
 SESSION_STREAMS = const(1)  # GET /mcp streams one session may hold
 QUEUE = const(16)
@@ -81,6 +84,9 @@ class Call:
         self.cancelled = None
         self.wake = asyncio.Event()
 
+    def on_accept(self, task_id, status):
+        self.wake.set()
+
     def on_done(self, run):
         self.wake.set()
 
@@ -91,10 +97,12 @@ class Call:
 
 class Session:
     """One client's session: its negotiated version, the resources it subscribed, its
-    notification queue, its tools/calls in flight (`calls`)."""
+    notification queue, its tools/calls in flight (`calls`), the tick it was last used."""
 
-    def __init__(self, sid, version=None):
+    def __init__(self, sid, version=None, clock=ticks_ms):
         self.id = sid
+        self.clock = clock
+        self.used = clock()
         self.version = version  # the protocolVersion initialize answered
         self.calls = []  # Call: tools/calls not answered yet
         self.subscribed = []  # resource URIs
@@ -103,6 +111,16 @@ class Session:
         self.streaming = 0  # GET streams open now
         self.ended = False  # DELETEd or evicted: its streams end
         self.ready = asyncio.Event()
+
+    def busy(self):
+        """In use: a tools/call unanswered or a GET stream open (never evicted, never expired)."""
+        return bool(self.calls) or self.streaming > 0
+
+    def done(self, call):
+        """`call` was answered (or its stream closed): no longer in flight; used until now."""
+        if call in self.calls:
+            self.calls.remove(call)
+        self.used = self.clock()
 
     def end(self):
         self.ended = True
@@ -121,46 +139,85 @@ class Session:
 
 class Sessions:
     """The session table: `new()`, `get(sid)`, `end(sid)`, `push_all(msg)`, `push_subscribed`,
-    and the bound on GET streams: `refusal(session)` says why one more may not open."""
+    and the bound on GET streams: `refusal(session)` says why one more may not open. `clock`
+    gives ms ticks (organbus.ticks.ticks_ms; a test passes its own)."""
 
-    def __init__(self, limit=MAX_SESSIONS, max_streams=MAX_STREAMS, per_session=SESSION_STREAMS):
+    def __init__(
+        self,
+        limit=MAX_SESSIONS,
+        max_streams=MAX_STREAMS,
+        per_session=SESSION_STREAMS,
+        idle_ms=IDLE_MS,
+        clock=ticks_ms,
+    ):
         self.limit = limit
         self.max_streams = max_streams
         self.per_session = per_session
-        self.table = []  # oldest first
+        self.idle_ms = idle_ms
+        self.clock = clock
+        self.table = []  # least recently used first
         self.made = 0
-        self.evicted = 0
+        self.evicted = 0  # idle sessions ended to make room for a new one
+        self.expired = 0  # sessions ended after idle_ms unused
+        self.full = 0  # initialize answered without a session: every one was in use
         self.notified = 0
         self.streams = 0  # GET streams open now, ended sessions' included until they close
         self.refused = 0  # GET streams refused by the bounds
 
+    def expire(self, now):
+        """End the sessions unused for idle_ms that are not in use."""
+        i = 0
+        while i < len(self.table):
+            s = self.table[i]
+            if not s.busy() and ticks_diff(now, s.used) >= self.idle_ms:
+                self.table.pop(i)
+                s.end()
+                self.expired += 1
+            else:
+                i += 1
+
     def new(self, version=None):
+        """A new session, or None when the table is full of sessions in use (the caller then
+        answers without one: the client goes on statelessly)."""
+        now = self.clock()
+        self.expire(now)
         if len(self.table) >= self.limit:
-            victim = self.table[0]
-            for s in self.table:
-                if not s.streaming:
+            victim = None
+            for s in self.table:  # least recently used first
+                if not s.busy():
                     victim = s
                     break
+            if victim is None:
+                self.full += 1
+                return None
             self.table.remove(victim)
             victim.end()
             self.evicted += 1
-        s = Session(_new_id(), version)
+        s = Session(_new_id(), version, self.clock)
         self.table.append(s)
         self.made += 1
         return s
 
     def get(self, sid):
+        """The live session of that id, marked used now (it moves to the table's end)."""
+        now = self.clock()
+        self.expire(now)
         for s in self.table:
             if s.id == sid:
+                s.used = now
+                if self.table[-1] is not s:
+                    self.table.remove(s)
+                    self.table.append(s)
                 return s
         return None
 
     def end(self, sid):
-        s = self.get(sid)
-        if s is not None:
-            self.table.remove(s)
-            s.end()
-        return s
+        for s in self.table:
+            if s.id == sid:
+                self.table.remove(s)
+                s.end()
+                return s
+        return None
 
     def refusal(self, session):
         """None when `session` may open one more GET stream, else the reason it may not."""
@@ -225,6 +282,7 @@ class NotifyStream:
         self.open = False
         self.sessions.streams -= 1
         self.session.streaming -= 1
+        self.session.used = self.session.clock()
         if not self.session.streaming:
             self.session.queue = []
 
@@ -293,6 +351,6 @@ class CallStream(Call):
         await writer.drain()
 
     def close(self):
-        if self.session is not None and self in self.session.calls:
-            self.session.calls.remove(self)
+        if self.session is not None:
+            self.session.done(self)
         self.session = None
