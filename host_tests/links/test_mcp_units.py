@@ -6,7 +6,7 @@ try:
 except ImportError:  # pragma: no cover
     import uasyncio as asyncio
 
-from master.links import mcp
+from master.links import mcp, mcptools
 from fake_body import FakeBody
 
 UNIX_PORT = True
@@ -25,14 +25,14 @@ def call(srv, msg, headers=None):
 def test_param_schemas_follow_the_descriptor():
     from organbus import menu
 
-    assert mcp.param_schema is menu.param_schema, "MCP keeps no copy of the menu's mapping"
-    s = mcp.param_schema({"name": "x", "type": "int", "min": 1, "max": 20, "unit": ""})
+    assert mcptools.param_schema is menu.param_schema, "MCP keeps no copy of the menu's mapping"
+    s = mcptools.param_schema({"name": "x", "type": "int", "min": 1, "max": 20, "unit": ""})
     assert s == {"type": "integer", "minimum": 1, "maximum": 20}, s
-    s = mcp.param_schema({"name": "x", "type": "float", "min": 0, "max": 1, "unit": "V"})
+    s = mcptools.param_schema({"name": "x", "type": "float", "min": 0, "max": 1, "unit": "V"})
     assert s == {"type": "number", "minimum": 0, "maximum": 1, "description": "unit: V"}, s
-    s = mcp.param_schema({"name": "x", "type": "bool", "min": 0, "max": 1, "unit": ""})
+    s = mcptools.param_schema({"name": "x", "type": "bool", "min": 0, "max": 1, "unit": ""})
     assert s == {"type": "boolean"}, s
-    s = mcp.param_schema({"name": "x", "type": "string", "min": 1, "max": 240, "unit": ""})
+    s = mcptools.param_schema({"name": "x", "type": "string", "min": 1, "max": 240, "unit": ""})
     assert s == {"type": "string", "minLength": 1, "maxLength": 240}, s
 
 
