@@ -123,7 +123,7 @@ class Decoder:
     """Reassembles frames from a byte stream; hands each legal frame to on_frame(ftype, payload, n).
 
     The candidate and every piece of state live in one preallocated bytearray worked by
-    rxscan.run (machine code on MicroPython, its pure twin on CPython): one call per read.
+    rxscan.run (machine code on MicroPython, the same lines as Python on CPython): one call per read.
     A wrong VER is refused as soon as it is there, even when the header is still incomplete.
     `payload` is one fixed view of the candidate from byte 5: only its first n bytes belong
     to the frame, and only during the call.

@@ -54,6 +54,7 @@ _KEYS = const(24)  # keys of the open objects the scan compares (a plan holds 16
 _STACK = bytearray(2 * _STACK_MAX)  # the scan's open containers, reused by every read
 
 _KEYAT = array("i", [0] * (2 * _KEYS))  # the scan's keys: (start, length) as 32-bit words
+_LIT = b"truefalsenull"  # the scan's words
 
 
 @micropython.viper
@@ -71,7 +72,8 @@ def _scan(buf: ptr8, n: int, stack: ptr8, keys: ptr32, max_depth: int, max_numbe
     members = 0
     flags = 0
     nk = 0  # keys held in `keys`
-    want = 1  # 1: a value comes next; 0: a value just ended
+    want = 1  # 1: a value comes next; 0: a value just ended; 2: a key; 3: a container's
+    # first member or its close; 4: a key's ':'
     while True:
         while i < n:
             c = buf[i]
@@ -104,6 +106,28 @@ def _scan(buf: ptr8, n: int, stack: ptr8, keys: ptr32, max_depth: int, max_numbe
         if i >= n:
             return -1
         c = buf[i]
+        if want >= 3:
+            if want == 4:  # a key ended: its ':', then its value
+                if c != 0x3A:
+                    return -1
+                i += 1
+                if depth > max_depth:
+                    return -2 - i  # the reader's refusal: the first value is too deep
+                want = 1
+                continue
+            # a container just opened: its close, or its first member
+            top = stack[2 * depth - 2]
+            if c == top + 2:  # } is { + 2, ] is [ + 2
+                depth -= 1
+                i += 1
+                want = 0
+                continue
+            if top == 0x7B:
+                want = 2
+            elif depth > max_depth:
+                return -2 - i  # the reader's refusal: its first item is too deep
+            else:
+                want = 1
         if want == 2 and c != 0x22:
             return -1
         if c == 0x7B or c == 0x5B:  # { [
@@ -111,20 +135,7 @@ def _scan(buf: ptr8, n: int, stack: ptr8, keys: ptr32, max_depth: int, max_numbe
             stack[2 * depth + 1] = nk
             depth += 1
             i += 1
-            while i < n:
-                c2 = buf[i]
-                if c2 == 0x20 or c2 == 0x0A or c2 == 0x0D or c2 == 0x09:
-                    i += 1
-                else:
-                    break
-            if i < n and buf[i] == c + 2:  # } is { + 2, ] is [ + 2
-                depth -= 1
-                i += 1
-                want = 0
-            elif c == 0x7B:
-                want = 2
-            elif depth > max_depth:
-                return -2 - i  # the reader's refusal: its first item is too deep
+            want = 3
             continue
         if c == 0x22:  # "
             i += 1
@@ -197,18 +208,7 @@ def _scan(buf: ptr8, n: int, stack: ptr8, keys: ptr32, max_depth: int, max_numbe
                     keys[2 * nk] = s0
                     keys[2 * nk + 1] = kl
                     nk += 1
-                while i < n:
-                    c = buf[i]
-                    if c == 0x20 or c == 0x0A or c == 0x0D or c == 0x09:
-                        i += 1
-                    else:
-                        break
-                if i >= n or buf[i] != 0x3A:
-                    return -1
-                i += 1
-                if depth > max_depth:
-                    return -2 - i  # the reader's refusal: the first value is too deep
-                want = 1
+                want = 4
             else:
                 want = 0
             continue
@@ -223,52 +223,48 @@ def _scan(buf: ptr8, n: int, stack: ptr8, keys: ptr32, max_depth: int, max_numbe
                     i += 1
             else:
                 return -1
-            if i < n and buf[i] == 0x2E:
+            part = 0  # then 1 after a fraction's '.', 2 after an exponent's 'e'
+            while i < n:
+                c = buf[i]
+                if c == 0x2E and part == 0:
+                    part = 1
+                elif (c == 0x65 or c == 0x45) and part < 2:
+                    part = 2
+                    flags = 1
+                    if i + 1 < n and (buf[i + 1] == 0x2B or buf[i + 1] == 0x2D):
+                        i += 1
+                else:
+                    break
                 i += 1
                 j = i
                 while i < n and 0x30 <= buf[i] and buf[i] <= 0x39:
                     i += 1
                 if i == j:
-                    return -1
-            if i < n and (buf[i] == 0x65 or buf[i] == 0x45):
-                flags = 1
-                i += 1
-                if i < n and (buf[i] == 0x2B or buf[i] == 0x2D):
-                    i += 1
-                j = i
-                while i < n and 0x30 <= buf[i] and buf[i] <= 0x39:
-                    i += 1
-                if i == j:
-                    return -1
+                    return -1  # a '.' or an exponent without a digit
             if i - start > max_number:
                 return -1
             want = 0
             continue
-        if c == 0x74:  # true
-            if i + 3 < n and buf[i + 1] == 0x72 and buf[i + 2] == 0x75 and buf[i + 3] == 0x65:
-                i += 4
-                want = 0
-                continue
+        # true, false, null: the word at _LIT[a:a + m]
+        a = 0
+        m = 4
+        if c == 0x66:  # f
+            a = 4
+            m = 5
+        elif c == 0x6E:  # n
+            a = 9
+        elif c != 0x74:  # t
             return -1
-        if c == 0x66:  # false
-            if (
-                i + 4 < n
-                and buf[i + 1] == 0x61
-                and buf[i + 2] == 0x6C
-                and buf[i + 3] == 0x73
-                and buf[i + 4] == 0x65
-            ):
-                i += 5
-                want = 0
-                continue
+        if i + m > n:
             return -1
-        if c == 0x6E:  # null
-            if i + 3 < n and buf[i + 1] == 0x75 and buf[i + 2] == 0x6C and buf[i + 3] == 0x6C:
-                i += 4
-                want = 0
-                continue
+        lit = ptr8(_LIT)
+        k = 1
+        while k < m and buf[i + k] == lit[a + k]:
+            k += 1
+        if k < m:
             return -1
-        return -1
+        i += m
+        want = 0
 
 
 class JsonError(ValueError):
@@ -436,55 +432,51 @@ class _Reader:
             j += 1
         return str(s[self.i : j], "utf-8")
 
+    def _at(self, c):
+        # white space skipped, the byte c comes next: taken (True), or not (False)
+        self.ws()
+        if self.s.startswith(c, self.i):
+            self.i += 1
+            return True
+        return False
+
+    def _more(self, close, what):
+        # after a member: ',' (another comes: True) or `close` (the end: False), else `what`
+        if self._at(b","):
+            return True
+        if not self._at(close):
+            self.fail(what)
+        return False
+
     def obj(self, path, depth):
         self.i += 1
         out = {}
-        self.ws()
-        if self.s.startswith(b"}", self.i):
-            self.i += 1
-            return out
-        while True:
+        more = not self._at(b"}")
+        while more:
             self.ws()
             if not self.s.startswith(b'"', self.i):
                 self.fail("expected a key string")
             k = self.string()
             if isinstance(k, Lone):
                 k = "\\u" + k.esc
-            self.ws()
-            if not self.s.startswith(b":", self.i):
+            if not self._at(b":"):
                 self.fail("expected ':'")
-            self.i += 1
             sub = k if not path else path + "." + k
             v = self.value(sub, depth)
             if k in out:
                 self.dups.append((path, k))
             out[k] = v
-            self.ws()
-            if self.s.startswith(b",", self.i):
-                self.i += 1
-                continue
-            if self.s.startswith(b"}", self.i):
-                self.i += 1
-                return out
-            self.fail("expected ',' or '}'")
+            more = self._more(b"}", "expected ',' or '}'")
+        return out
 
     def arr(self, path, depth):
         self.i += 1
         out = []
-        self.ws()
-        if self.s.startswith(b"]", self.i):
-            self.i += 1
-            return out
-        while True:
+        more = not self._at(b"]")
+        while more:
             out.append(self.value("%s[%d]" % (path, len(out)), depth))
-            self.ws()
-            if self.s.startswith(b",", self.i):
-                self.i += 1
-                continue
-            if self.s.startswith(b"]", self.i):
-                self.i += 1
-                return out
-            self.fail("expected ',' or ']'")
+            more = self._more(b"]", "expected ',' or ']'")
+        return out
 
     def hex4(self):
         h = self.s[self.i : self.i + 4]
@@ -565,32 +557,17 @@ class _Reader:
             i += 1
         if i < n and s[i] == 0x30:
             i += 1
-        elif i < n and 0x31 <= s[i] <= 0x39:
-            while i < n and 0x30 <= s[i] <= 0x39:
-                i += 1
         else:
-            self.i = i
-            self.fail("bad number")
+            i = self._digits(i)
         frac = False
         if i < n and s[i] == 0x2E:  # .
-            i += 1
-            j = i
-            while i < n and 0x30 <= s[i] <= 0x39:
-                i += 1
-            if i == j:
-                self.i = i
-                self.fail("bad number")
+            i = self._digits(i + 1)
             frac = True
         if i < n and (s[i] == 0x65 or s[i] == 0x45):  # e E
             i += 1
             if i < n and (s[i] == 0x2B or s[i] == 0x2D):
                 i += 1
-            j = i
-            while i < n and 0x30 <= s[i] <= 0x39:
-                i += 1
-            if i == j:
-                self.i = i
-                self.fail("bad number")
+            i = self._digits(i)
             frac = True
         if i - start > self.max_number:
             self.i = start
@@ -604,3 +581,15 @@ class _Reader:
             self.i = start
             self.fail("number out of range")
         return x
+
+    def _digits(self, i):
+        # a number's digits from i on, at least one: where they end, else "bad number" at i
+        s = self.s
+        n = len(s)
+        j = i
+        while j < n and 0x30 <= s[j] <= 0x39:
+            j += 1
+        if j == i:
+            self.i = i
+            self.fail("bad number")
+        return j

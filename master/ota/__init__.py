@@ -1,1 +1,1 @@
-# The update over the air: the signed bundle, the slots and their state (service.py), its HTTP routes (routes.py).
+# The update over the air: its state machine (service.py), the flash's slots and state (slots.py), the signed bundle and its streamed check (bundle.py, reader.py: loaded during an upload only), its HTTP routes (routes.py).
