@@ -27,11 +27,6 @@ F32 = (
 DEVICE_DIFFERENCES = {
     ("test_plan_corpus", "test_noted_plans_accepted_with_exact_notes"): F32,
     ("test_master_scheduler", "test_beyond_f32_travels_as_inf"): F32,
-    ("test_jsonread_fast", "test_deep_texts_the_reader_reads"): (
-        "the strict reader recurses 2 Python calls per nesting level: 16-17 nested objects "
-        "pass the qemu port's 10 KB stack check (ports/qemu/main.c; the C6 checks 16 KB) and "
-        "raise RuntimeError; the deeper refusals are the pre-scan's (organbus/jsonread.py)"
-    ),
 }
 # Limits of the qemu port, not of the C6: not run on the image, reported as skipped.
 PORT_LIMITS = {
