@@ -1,7 +1,7 @@
 # What became of a plan handed to the Body: the outcome kinds every link maps to its own answer.
 #
 # The Body says what happened; master/links/routes.py STATUS alone turns a kind into an HTTP status.
-ACCEPTED = "accepted"  # submit: the plan is running; the object is its scheduler.Run
+ACCEPTED = "accepted"  # submit: the plan is running; the object is its run.Run
 REPORT = "report"  # execute: every step has its final status; the object is the report
 PROBLEMS = "problems"  # readable but not runnable: {"problems": [...], "notes": [...]}
 UNREADABLE = "unreadable"  # not one JSON text: {"problems": [why, with the byte offset]}
