@@ -170,8 +170,10 @@ def id_ok(p):
 
 
 def rpc_error(mid, code, message):
+    # a JSON-RPC 2.0 error answer
     return {"jsonrpc": "2.0", "id": mid, "error": {"code": code, "message": message}}
 
 
 def rpc_result(mid, result):
+    # a JSON-RPC 2.0 result answer
     return {"jsonrpc": "2.0", "id": mid, "result": result}
