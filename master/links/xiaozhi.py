@@ -54,7 +54,7 @@ class Backoff:
         self.base = self.lo
 
 
-# -- the device (sections 3-6) -------------------------------------------------------------------
+# -- the device (sections 3-5; its MCP half, section 6: master/links/xiaozhi_mcp.py) ---------------
 
 
 class Facade:
