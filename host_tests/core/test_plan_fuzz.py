@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from organbus import plan, utf8
 from organbus.utf8 import clip_text
 import plan_corpus as pc
-from master.bus.scheduler import command_frame
+from master.bus.run import command_frame
 
 CAPS = {c["name"]: c for c in pc.MENU["capabilities"]}
 

@@ -58,7 +58,7 @@ class FakeStep:
 
 
 class FakeRun:
-    """A plan submitted to the fake body (master.bus.scheduler.Run's attributes the links read)."""
+    """A plan submitted to the fake body (master.bus.run.Run's attributes the links read)."""
 
     def __init__(self, plan, notes, on_accept, on_done):
         self.steps = [FakeStep(st) for st in plan["steps"]]

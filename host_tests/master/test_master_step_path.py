@@ -7,7 +7,7 @@ from organbus import frame
 import master_rig as mf
 
 from master.bus import body
-from master.bus.scheduler import command_frame
+from master.bus.run import command_frame
 
 UNIX_PORT = True
 

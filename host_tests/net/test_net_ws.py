@@ -1,5 +1,6 @@
 # The WebSocket client's answers to a peer's errors (master/net/ws.py over fake streams): close codes, stalls, deadlines.
 from master.net import ws
+from master.net import wsframe
 from master.links import xiaozhi
 from master.links import xiaozhi_link
 from master.net import http
@@ -35,7 +36,7 @@ def _sent(s):
             ln = (data[i] << 8) | data[i + 1]
             i += 2
         key = data[i : i + 4]
-        out.append((op, ws.mask(data[i + 4 : i + 4 + ln], key)))
+        out.append((op, wsframe.mask(data[i + 4 : i + 4 + ln], key)))
         i += 4 + ln
     return out
 
@@ -181,4 +182,4 @@ def test_the_link_says_a_stall_is_a_stall_and_idle_is_the_watchdog():
         raise AssertionError("silence was taken")
     except xiaozhi.XiaozhiError as e:
         assert "no frame from the server for 100 ms" in str(e), str(e)
-    assert [(op, _code(p)) for op, p in _sent(s)][:1] == [(ws.CLOSE, ws.GOING_AWAY)], _sent(s)
+    assert [(op, _code(p)) for op, p in _sent(s)][:1] == [(ws.CLOSE, wsframe.GOING_AWAY)], _sent(s)

@@ -6,6 +6,7 @@ import websockets
 from master.links import mcp
 from master.links import xiaozhi
 from master.links import xiaozhi_link
+from master.links import xiaozhi_endpoint
 from xiaozhi_fakes import EXPRESS, Facade, Log, stop_link
 from xiaozhi_relay import EndpointRelay, RelayRobot
 from xiaozhi_server import XiaozhiServer
@@ -174,16 +175,18 @@ class RelayRig:
         self.relay = EndpointRelay(tokens={"T0K": "agent-1"})
         self.token = token
         self.facade = Facade(**facade)
-        self.device = xiaozhi.Endpoint(self.facade, "0.1.0")
+        self.device = xiaozhi_endpoint.Endpoint(self.facade, "0.1.0")
         self.log = Log()
         self.robots = []
 
     async def __aenter__(self):
-        self.old = xiaozhi.log, xiaozhi_link.log
-        xiaozhi.log = xiaozhi_link.log = self.log
+        self.old = xiaozhi.log, xiaozhi_link.log, xiaozhi_endpoint.log
+        xiaozhi.log = xiaozhi_link.log = xiaozhi_endpoint.log = self.log
         await self.relay.start()
         cfg = {"mcp_endpoint": self.relay.url("tool", self.token)}
-        self.link = xiaozhi_link.EndpointLink(self.device, cfg, backoff=xiaozhi.Backoff(100, 400))
+        self.link = xiaozhi_endpoint.EndpointLink(
+            self.device, cfg, backoff=xiaozhi.Backoff(100, 400)
+        )
         self.task = asyncio.create_task(self.link.run())
         return self
 
@@ -192,7 +195,7 @@ class RelayRig:
             await r.close()
         await stop_link(self.link, self.task)
         await self.relay.stop()
-        xiaozhi.log, xiaozhi_link.log = self.old
+        xiaozhi.log, xiaozhi_link.log, xiaozhi_endpoint.log = self.old
 
     async def wait(self, pred, timeout=10):
         end = asyncio.get_running_loop().time() + timeout

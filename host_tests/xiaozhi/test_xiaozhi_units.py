@@ -8,6 +8,8 @@ except ImportError:  # pragma: no cover
 
 from master.links import mcp
 from master.links import xiaozhi
+from master.links import xiaozhi_discovery
+from master.links import xiaozhi_mcp
 from master.net import jsonout
 from xiaozhi_fakes import ANNOUNCE, EXPRESS, Facade, Log, _ms
 
@@ -51,7 +53,7 @@ async def _settle(d, ms=3000):
 
 def _with_log():
     rec = Log()
-    xiaozhi.log = rec
+    xiaozhi.log = xiaozhi_mcp.log = rec
     return rec
 
 
@@ -296,8 +298,11 @@ def test_outbox_is_bounded():
 
 
 def test_discovery_request_headers_and_body():
-    ident = {"device_id": "aa:bb:cc:dd:ee:ff", "client_id": xiaozhi.new_client_id(bytes(16))}
-    h, body = xiaozhi.discovery_request(ident, "master", "0.1.0")
+    ident = {
+        "device_id": "aa:bb:cc:dd:ee:ff",
+        "client_id": xiaozhi_discovery.new_client_id(bytes(16)),
+    }
+    h, body = xiaozhi_discovery.discovery_request(ident, "master", "0.1.0")
     assert h["Device-Id"] == "aa:bb:cc:dd:ee:ff" and h["Client-Id"] == ident["client_id"], h
     assert h["User-Agent"] == "organbus-master/0.1.0", h
     assert h["Activation-Version"] == "1" and h["Accept-Language"] == "en-US", h
@@ -305,11 +310,11 @@ def test_discovery_request_headers_and_body():
     info = json.loads(jsonout.join(body))
     assert info["mac_address"] == ident["device_id"] and info["uuid"] == ident["client_id"], info
     assert ident["client_id"] == "00000000-0000-4000-8000-000000000000", ident
-    assert xiaozhi.format_id(b"\xaa\x01\xff") == "aa:01:ff"
+    assert xiaozhi_discovery.format_id(b"\xaa\x01\xff") == "aa:01:ff"
 
 
 def test_parse_discovery():
-    d = xiaozhi.parse_discovery(
+    d = xiaozhi_discovery.parse_discovery(
         {"websocket": {"url": "ws://127.0.0.1:1/xiaozhi/v1/", "token": "t"},
          "server_time": {"timestamp": 1716608284000, "timezone_offset": -300},
          "firmware": {"version": "9.9.9", "url": "http://x/fw.bin"},
@@ -324,7 +329,7 @@ def test_parse_discovery():
         ({"websocket": {"url": "http://x/"}}, "not a ws://"),
     ):
         try:
-            xiaozhi.parse_discovery(bad)
+            xiaozhi_discovery.parse_discovery(bad)
             raise AssertionError("%r must be refused" % (bad,))
         except xiaozhi.XiaozhiError as e:
             assert words in str(e), str(e)
@@ -345,10 +350,10 @@ def test_client_id_is_kept():
 
     path = "/tmp/organbus-xiaozhi-test-%d" % _ms()
     try:
-        a = xiaozhi.client_id(path, b"\x01" * 16)
-        b = xiaozhi.client_id(path, b"\x02" * 16)
+        a = xiaozhi_discovery.client_id(path, b"\x01" * 16)
+        b = xiaozhi_discovery.client_id(path, b"\x02" * 16)
         assert a == b and len(a) == 36, (a, b)
-        assert xiaozhi.client_id(None, b"\x02" * 16) != a
+        assert xiaozhi_discovery.client_id(None, b"\x02" * 16) != a
     finally:
         try:
             os.remove(path)

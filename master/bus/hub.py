@@ -21,12 +21,12 @@
 #   offline      n     registry.Slot              module_id
 #   duplicate    n     (module_id, name)          module_id name
 #   menu         None  (version, added, removed)  version added removed (ability names)
-#   step         n     scheduler.Step             plan task_id action status [ms] [reason]
+#   step         n     run.Step                   plan task_id action status [ms] [reason]
 #                      (status "sent" when dispatched, "running" when a continuous step was
 #                      accepted, else its final status: done started refused timeout offline
 #                      stopped skipped; port None for a step that never reached an organ)
 #   event        n     (name, status)             name status (an organ's EVENT done)
-#   plan         None  scheduler.Run              plan ok steps (a plan finished: its report)
+#   plan         None  run.Run                    plan ok steps (a plan finished: its report)
 #   rejected     None  problems (list of str)     problems (a plan refused before it ran)
 #   decoder      n     frame.Decoder              its counters (published when an error
 #                                                 counter moved, at most once per port poll)

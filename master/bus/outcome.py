@@ -2,7 +2,7 @@
 #
 # The Body says what happened; CODE alone turns a kind into a status code (HTTP's, which the
 # JSON-lines link answers with too).
-ACCEPTED = "accepted"  # submit: the plan is running; the object is its scheduler.Run
+ACCEPTED = "accepted"  # submit: the plan is running; the object is its run.Run
 REPORT = "report"  # execute: every step has its final status; the object is the report
 PROBLEMS = "problems"  # readable but not runnable: {"problems": [...], "notes": [...]}
 UNREADABLE = "unreadable"  # not one JSON text: {"problems": [why, with the byte offset]}

@@ -8,11 +8,10 @@
 # too ("plan"). `poll(now)` runs the timeouts and returns ms until the next one is due.
 from micropython import const
 
-from organbus import command
-from organbus import frame
 from organbus.ticks import ticks_diff
 
 from master.bus.port import RESP_TIMEOUT_MS
+from master.bus.run import Run, before, command_frame, dispatch_key, same_params
 
 _IDLE_MS = const(60000)  # poll's answer with nothing in flight
 SETTLE_MS = const(250)  # after a timeout the link stays quiet this long: a late answer is not
@@ -20,170 +19,6 @@ SETTLE_MS = const(250)  # after a timeout the link stays quiet this long: a late
 
 from master.bus.outcome import DONE, FINAL, GOOD, OFFLINE, PENDING, REFUSED, RUNNING  # noqa: F401
 from master.bus.outcome import SENT, SKIPPED, STARTED, STOPPED, TIMEOUT  # noqa: F401
-
-
-class Step:
-    # Twelve attributes at most: a MicroPython instance keeps them in a hash map whose
-    # allocation steps up after 12 (and after 17), so every field here costs heap per step.
-    # Derived instead of stored: the plan index is key[2]; the owner's capability, module id
-    # and resource group are `own` (the registry's own tuple, shared); a continuous step's
-    # COMMAND_RESP tick is t_sent + ms.
-    def __init__(self, run, i, st):
-        self.run = run
-        self.task_id = st["task_id"]
-        self.action = st["action"]
-        self.params = st["params"]
-        self.deps = ()  # Steps this one waits for
-        self.key = (-st["priority"], run.seq, i)  # dispatch order among ready steps
-        self.status = PENDING
-        self.reason = None
-        self.port = None
-        self.own = None  # the owner tuple (master/bus/owners.py) of the organ it was sent to
-        self.t_sent = 0
-        self.ms = None
-
-    def entry(self):
-        e = {"task_id": self.task_id, "action": self.action, "status": self.status}
-        if self.ms is not None:
-            e["ms"] = self.ms
-        if self.reason:
-            e["reason"] = self.reason
-        return e
-
-
-class Run:
-    """One accepted plan being executed."""
-
-    def __init__(self, seq, plan, notes, on_accept, on_done):
-        self.seq = seq
-        self.notes = list(notes)
-        self.on_accept = on_accept
-        self.on_done = on_done
-        sts = plan["steps"]
-        self.steps = [Step(self, i, st) for i, st in enumerate(sts)]
-        by_id = {}
-        for s in self.steps:
-            by_id[s.task_id] = s
-        for i, st in enumerate(sts):
-            if st["depends_on"]:
-                self.steps[i].deps = tuple([by_id[d] for d in st["depends_on"]])
-        # dispatch order within this plan: by priority, then plan index; with one priority
-        # for every step (the common plan) that is plan order, taken without the sort (a
-        # sort by key was ~117,000 RV32 instructions for 16 steps)
-        k0 = self.steps[0].key[0] if self.steps else 0
-        for s in self.steps:
-            if s.key[0] != k0:
-                self.order = sorted(self.steps, key=_key)
-                break
-        else:
-            self.order = list(self.steps)
-        self.left = n = len(self.steps)
-        # Every step has its final status: kept as an attribute beside `left` (set where left
-        # reaches 0), not a property: on MicroPython a class with a property makes every
-        # attribute store on its instances look the name up in the class first, which cost
-        # `run.left -= 1` ~800 instructions per step.
-        self.finished = n == 0
-        # Readiness kept up to date instead of searched for, in order positions (a step's
-        # place in `order`): how many of a step's deps are not yet good (`waiting`, by
-        # position), the positions of the steps that depend on a step (`after`, by plan
-        # index); `ready` holds the positions of the pending steps whose deps are all good,
-        # ascending (so in dispatch order). Built here, once per plan.
-        pos = [0] * n  # plan index -> position in order
-        for k, t in enumerate(self.order):
-            pos[t.key[2]] = k
-        self.waiting = [len(t.deps) for t in self.order]
-        self.after = after = [None] * n
-        for t in self.steps:
-            for d in t.deps:
-                i = d.key[2]
-                if after[i] is None:
-                    after[i] = [pos[t.key[2]]]
-                else:
-                    after[i].append(pos[t.key[2]])
-        self.ready = sorted([k for k in range(n) if not self.waiting[k]])
-        # by plan index: the position of a step's one dependent when it has exactly one and
-        # that one waits for this step alone (a chain's next step), else -1: the step path's
-        # case, where the dependent is ready once this step is done (no count, no loop)
-        self.single = single = [-1] * n
-        for i in range(n):
-            a = after[i]
-            if a is not None and len(a) == 1 and self.waiting[a[0]] == 1:
-                single[i] = a[0]
-        # By plan index: (capability, COMMAND frame) encoded at admission for the owner of the
-        # time (Scheduler.submit), or None; a step sends it as it is while its owner's
-        # capability is still that object (else it is checked and encoded when it starts).
-        self.frames = [None] * n
-        # By order position: (owner tuple, COMMAND frame) of the same admission, or None,
-        # valid while the owners table is still at `version` (then the owner is that very
-        # tuple): the step path starts a step from it without looking the owner up again.
-        self.hot = [None] * n
-        self.version = -1
-
-    def _insert(self, k):
-        # order position k joins ready, which stays ascending (it holds a few entries); the
-        # common case, k after every entry, is an append in Scheduler._finish
-        ready = self.ready
-        j = len(ready)
-        ready.append(k)
-        while j and ready[j - 1] > k:
-            ready[j] = ready[j - 1]
-            j -= 1
-        ready[j] = k
-
-    def _drop_started(self):
-        # ready keeps only pending steps (in place: nothing allocated)
-        ready = self.ready
-        order = self.order
-        j = 0
-        for k in ready:
-            if order[k].status == PENDING:
-                ready[j] = k
-                j += 1
-        while len(ready) > j:
-            ready.pop()
-
-    def report(self):
-        return {
-            "ok": all(s.status in GOOD for s in self.steps),
-            "steps": [s.entry() for s in self.steps],
-            "notes": list(self.notes),
-        }
-
-
-def _key(s):
-    return s.key
-
-
-def _before(s, t):
-    # s comes before t in plan order (older plan, then plan index)
-    a = s.run.seq
-    b = t.run.seq
-    return a < b or (a == b and s.key[2] < t.key[2])
-
-
-def _same_params(params, given):
-    # the capability's params (descriptor form) are exactly the names the plan gives
-    if len(params) != len(given):
-        return False
-    for p in params:
-        if p["name"] not in given:
-            return False
-    return True
-
-
-def command_frame(cap, params):
-    """The COMMAND frame for `cap` (descriptor form) with validated `params` (dict by name)."""
-    values = []
-    text = None
-    for p in cap["params"]:
-        v = params[p["name"]]
-        if p["type"] == "string":
-            text = v
-        elif p["type"] == "bool":
-            values.append(1.0 if v else 0.0)
-        else:
-            values.append(float(v))
-    return frame.encode(frame.COMMAND, command.encode_command(cap["name"], values, text))
 
 
 class Scheduler:
@@ -293,7 +128,7 @@ class Scheduler:
             j = at = 0
             for t in running:
                 if t.port is port and t.action == name:
-                    if hit is None or _before(t, hit):
+                    if hit is None or before(t, hit):
                         hit = t
                         at = j
                 j += 1
@@ -330,17 +165,7 @@ class Scheduler:
             if t.status != PENDING:
                 return True
         else:
-            after = run.after[s.key[2]]
-            if after is not None:
-                waiting = run.waiting
-                for k in after:
-                    w = waiting[k] - 1
-                    waiting[k] = w
-                    if w == 0 and order[k].status == PENDING:
-                        if ready and ready[-1] > k:
-                            run._insert(k)
-                        else:
-                            ready.append(k)
+            run.deps_done(s.key[2])
             # _dispatch with one run
             if len(ready) != 1:
                 if ready:
@@ -474,20 +299,7 @@ class Scheduler:
             run.finished = True
         good = status == DONE or status == STARTED
         if good:
-            after = run.after[s.key[2]]
-            if after is not None:
-                # the steps waiting for s may be ready now (Run.ready kept ascending)
-                waiting = run.waiting
-                ready = run.ready
-                order = run.order
-                for k in after:
-                    w = waiting[k] - 1
-                    waiting[k] = w
-                    if w == 0 and order[k].status == PENDING:
-                        if ready and ready[-1] > k:
-                            run._insert(k)
-                        else:
-                            ready.append(k)
+            run.deps_done(s.key[2])  # the steps waiting for s may be ready now
         if not answered and run.on_accept:
             run.on_accept(s.task_id, status)
         if not good:
@@ -514,7 +326,7 @@ class Scheduler:
             order = run.order
             for k in run.ready:
                 out.append(order[k])
-        out.sort(key=_key)
+        out.sort(key=dispatch_key)
         return out
 
     def _frame(self, cap, params):
@@ -539,7 +351,7 @@ class Scheduler:
             if own is None:
                 continue
             cap = own[1]
-            if not _same_params(cap["params"], s.params):
+            if not same_params(cap["params"], s.params):
                 continue
             try:
                 f = self._frame(cap, s.params)
@@ -575,13 +387,13 @@ class Scheduler:
                 if order[ready[0]].status != pending:
                     ready.pop()
             elif ready:
-                run._drop_started()
+                run.drop_started()
             return
         for s in self._candidates():
             if s.status == pending:
                 self._start(s, now)
         for run in self.runs:
-            run._drop_started()
+            run.drop_started()
 
     def _start(self, s, now):
         # a ready step: to its owner's link when that link and its resource group are free
@@ -606,7 +418,7 @@ class Scheduler:
         if c is not None and c[0] is cap:
             f = c[1]  # encoded at admission for this very capability
         else:
-            if not _same_params(cap["params"], s.params):
+            if not same_params(cap["params"], s.params):
                 s.reason = "%s changed its params since the plan was checked" % own[2]
                 self._finish(s, REFUSED, now)
                 return

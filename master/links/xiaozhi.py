@@ -1,14 +1,14 @@
-# The xiaozhi v1 device's protocol state: discovery request/answer, hello, MCP over WS, server messages.
+# The xiaozhi v1 device's session state: hello, the message envelope, the server's messages, speech.
 #
 # Contract: the xiaozhi v1 device wire format (StackChan Protocol v1), described in docs/links.md.
 # `Device` takes the server's messages in and puts its own out (`outbox`, for the one writer)
-# against a facade (see `Facade`); nothing here opens a socket. The I/O edge (discovery over
-# HTTP, the WebSocket, watchdog, reconnects) is master/links/xiaozhi_link.py. The body never waits on
-# this link: tool calls and speech run as their own tasks, and no message content raises.
+# against a facade (see `Facade`); nothing here opens a socket. Discovery (section 2) is
+# master/links/xiaozhi_discovery.py, MCP over WS (section 6) master/links/xiaozhi_mcp.py, the I/O
+# edge (discovery over HTTP, the WebSocket, watchdog, reconnects) master/links/xiaozhi_link.py.
+# The body never waits on this link: tool calls and speech run as their own tasks, and no
+# message content raises.
 import gc
-import json
 import random
-import sys
 
 import asyncio
 
@@ -19,15 +19,11 @@ from organbus.ticks import ticks_diff, ticks_ms
 from organbus.utf8 import MAX_TEXT, clip_text
 from organbus.plan import one_step
 from master.links.bodyproto import express_action
-from master.links.mcp import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND
-from master.links.mcp import PARSE_ERROR, McpServer, cursor_index, tools as mcp_tools
-from master.net import http, jsonin, jsonout
+from master.links.mcp import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, McpServer
+from master.links.xiaozhi_discovery import XiaozhiError
+from master.links.xiaozhi_mcp import McpOverWs, id_ok, rpc_error
+from master.net import jsonin, jsonout
 
-_MP = sys.implementation.name == "micropython"
-
-MCP_VERSION = "2024-11-05"  # the MCP revision of the xiaozhi device contract (section 6)
-PAGE_BYTES = const(8000)  # a tools/list answer, whole WebSocket message, at most (78's firmware)
-CALL_DEADLINE_MS = const(25000)  # a tools/call answers by then (xinnan's server waits 30 s)
 RELIST_WAIT_MS = const(3000)  # the menu changed and no tools/list came this long: re-open
 HELLO_TIMEOUT_MS = const(10000)  # section 3.3: the server hello within 10 s, or drop
 WATCHDOG_MS = const(120000)  # section 3.4: no frame for 120 s and the channel is dead
@@ -39,102 +35,6 @@ LOG_TEXT = const(120)  # characters of a server's text (stt, alert) on the event
 REBOOT_WAIT_MS = const(30000)  # system reboot waits this long at most for a quiet bus
 
 STATES = ("off", "discovering", "connecting", "hello", "ready", "backoff")
-
-
-class XiaozhiError(Exception):
-    """A discovery or session failure, with a reason naming the field or the step."""
-
-
-# -- discovery (section 2) ---------------------------------------------------------------------
-
-
-def format_id(raw):
-    """Device-Id: bytes (a MAC, or a board's unique id) as lower-case colon-separated hex."""
-    return ":".join("%02x" % b for b in raw)
-
-
-def new_client_id(rand16):
-    """A version-4 UUID string from 16 random bytes."""
-    b = bytearray(rand16)
-    b[6] = (b[6] & 0x0F) | 0x40
-    b[8] = (b[8] & 0x3F) | 0x80
-    h = "".join("%02x" % x for x in b)
-    return "%s-%s-%s-%s-%s" % (h[:8], h[8:12], h[12:16], h[16:20], h[20:])
-
-
-def client_id(path, rand16):
-    """The Client-Id kept in `path` (made once with `rand16` bytes); None path: not kept."""
-    if path:
-        try:
-            with open(path) as f:
-                cid = f.read().strip()
-            if len(cid) == 36 and cid.count("-") == 4:
-                return cid
-        except OSError:
-            pass
-    cid = new_client_id(rand16)
-    if path:
-        try:
-            with open(path, "w") as f:
-                f.write(cid)
-        except OSError as e:
-            log.emit(
-                "xiaozhi", [("what", "client_id_not_kept"), ("path", path), ("error", repr(e))]
-            )
-    return cid
-
-
-def discovery_request(ident, role, version, language="en-US"):
-    """(headers, body) of the OTA/discovery POST (section 2.1); the body in pieces."""
-    headers = {
-        "Activation-Version": "1",
-        "Device-Id": ident["device_id"],
-        "Client-Id": ident["client_id"],
-        "User-Agent": "organbus-%s/%s" % (role, version),
-        "Accept-Language": language,
-        "Content-Type": "application/json",
-    }
-    info = {
-        "version": 2,
-        "language": language,
-        "mac_address": ident["device_id"],
-        "uuid": ident["client_id"],
-        "chip_model_name": ident.get("chip", "esp32c6"),
-        "application": {"name": "organbus-" + role, "version": version},
-        "board": {"type": "organbus-" + role, "name": ident.get("board", "c6_master")},
-    }
-    return headers, jsonout.pieces(info)
-
-
-def parse_discovery(obj):
-    """The OTA answer -> {"url", "token", "server_time_ms", "tz_min", "firmware", "activation"};
-    XiaozhiError when there is no usable websocket url."""
-    if not isinstance(obj, dict):
-        raise XiaozhiError("OTA answer is not a JSON object")
-    w = obj.get("websocket")
-    if not isinstance(w, dict):
-        raise XiaozhiError("OTA answer has no websocket object (no server to connect to)")
-    url = w.get("url")
-    if not isinstance(url, str) or not (url.startswith("ws://") or url.startswith("wss://")):
-        raise XiaozhiError("OTA answer websocket.url %r is not a ws:// or wss:// url" % (url,))
-    try:  # what the upgrade request is built from: no control characters, a real host
-        http.parse_url(url, ("ws", "wss"))
-    except http.NetError as e:
-        raise XiaozhiError("OTA answer websocket.%s" % e)
-    token = w.get("token")
-    if isinstance(token, str) and not http.request_field_ok(token):
-        raise XiaozhiError("OTA answer websocket.token holds a control character: refused")
-    out = {"url": url, "token": token if isinstance(token, str) and token else None}
-    st = obj.get("server_time")
-    out["server_time_ms"] = None
-    out["tz_min"] = 0
-    if isinstance(st, dict) and isinstance(st.get("timestamp"), (int, float)):
-        out["server_time_ms"] = int(st["timestamp"])
-        tz = st.get("timezone_offset")
-        out["tz_min"] = int(tz) if isinstance(tz, (int, float)) else 0
-    out["firmware"] = obj.get("firmware") if isinstance(obj.get("firmware"), dict) else None
-    out["activation"] = obj.get("activation") if isinstance(obj.get("activation"), dict) else None
-    return out
 
 
 class Backoff:
@@ -154,7 +54,7 @@ class Backoff:
         self.base = self.lo
 
 
-# -- the device (sections 3-6) -------------------------------------------------------------------
+# -- the device (sections 3-5; its MCP half, section 6: master/links/xiaozhi_mcp.py) ---------------
 
 
 class Facade:
@@ -171,10 +71,8 @@ class Facade:
     - `reset()`: reset the master (machine.reset on a board)."""
 
 
-class Device:
+class Device(McpOverWs):
     """One xiaozhi device session's protocol state over a Facade; messages out via `outbox`."""
-
-    call_deadline_ms = CALL_DEADLINE_MS  # a class attribute: tests may set it on an instance
 
     def __init__(self, facade, version="0.1.0", spawn=None):
         self.facade = facade
@@ -307,13 +205,10 @@ class Device:
         try:
             msg, clipped, nonfinite = jsonin.read(buf, n)
         except ValueError as e:
-            self.counts["malformed"] += 1
-            log.emit("xiaozhi", [("what", "malformed"), ("error", str(e))])
+            why, code = self._unreadable(e)
             if self.ready:  # it may have been a request: JSON-RPC's error for it, id null
-                why = str(e)
-                bad = why.startswith("not JSON")  # else beyond jsonin's bounds
-                code, what = (PARSE_ERROR, "parse error") if bad else (INVALID_REQUEST, "invalid")
-                self._mcp_out(_error(None, code, "%s: %s" % (what, why)))
+                what = "parse error" if code == PARSE_ERROR else "invalid"
+                self._mcp_out(rpc_error(None, code, "%s: %s" % (what, why)))
             return
         if not isinstance(msg, dict) or not isinstance(msg.get("type"), str):
             self.counts["malformed"] += 1
@@ -333,8 +228,8 @@ class Device:
             self.counts["malformed"] += 1
             log.emit("xiaozhi", [("what", "malformed"), ("type", msg["type"][:20]), ("error", why)])
             if msg["type"] == "mcp" and isinstance(p, dict) and "method" in p and "id" in p:
-                mid = p["id"] if _id_ok(p) else None
-                self._mcp_out(_error(mid, INVALID_PARAMS, "invalid request: " + why))
+                mid = p["id"] if id_ok(p) else None
+                self._mcp_out(rpc_error(mid, INVALID_PARAMS, "invalid request: " + why))
             return
         if clipped and msg["type"] == "mcp":
             p = msg.get("payload")
@@ -343,7 +238,7 @@ class Device:
                     jsonin.longest(),
                     jsonin.MAX_STRING,
                 )  # a cut argument never runs
-                return self._mcp_out(_error(p["id"] if _id_ok(p) else None, INVALID_PARAMS, why))
+                return self._mcp_out(rpc_error(p["id"] if id_ok(p) else None, INVALID_PARAMS, why))
         t = msg["type"]
         try:
             if t == "mcp":
@@ -371,94 +266,13 @@ class Device:
             self.counts["malformed"] += 1
             log.emit("xiaozhi", [("what", "error"), ("type", t[:20]), ("error", repr(e))])
 
-    # -- MCP over WS (section 6) ---------------------------------------------------------------
-
-    def on_mcp(self, p):
-        if not isinstance(p, dict) or p.get("jsonrpc") != "2.0":
-            self.counts["malformed"] += 1
-            mid = p.get("id") if isinstance(p, dict) and _id_ok(p) else None
-            return self._mcp_out(
-                _error(mid, INVALID_REQUEST, "payload must be a JSON-RPC 2.0 object")
-            )
-        method = p.get("method")
-        if "id" not in p:
-            self.counts["notifications"] += 1  # notifications/* and anything else: dropped
-            return
-        if not _id_ok(p):
-            self.counts["malformed"] += 1
-            return self._mcp_out(
-                _error(None, INVALID_REQUEST, "id must be a string, a number or null")
-            )
-        mid = p["id"]
-        if method is None and ("result" in p or "error" in p):
-            return  # a response to a request this device never sends
-        if not isinstance(method, str):
-            self.counts["malformed"] += 1
-            return self._mcp_out(_error(mid, INVALID_REQUEST, "method must be a string"))
-        params = p.get("params")
-        if params is None:
-            params = {}
-        if not isinstance(params, dict):
-            return self._mcp_out(_error(mid, INVALID_PARAMS, "params must be an object"))
-        if method == "initialize":
-            self.initialized = True
-            return self._mcp_out(_result(mid, self.initialize_result()))
-        if method == "ping":
-            return self._mcp_out(_result(mid, {}))
-        if method == "tools/list":
-            return self._mcp_out(self.tools_page(mid, params.get("cursor")))  # never an error
-        if method == "tools/call":
-            self.counts["tool_calls"] += 1
-            self._run(self._call(mid, params))
-            return
-        return self._mcp_out(
-            _error(
-                mid,
-                METHOD_NOT_FOUND,
-                "method not found: %s (this device offers initialize, ping, tools/list, tools/call)"
-                % method[:60],
-            )
-        )
-
-    def initialize_result(self):
-        return {
-            "protocolVersion": MCP_VERSION,
-            "capabilities": {"tools": {"listChanged": True}},
-            "serverInfo": {"name": "organbus", "version": self.version},
-        }
-
-    def tools_page(self, mid, cursor):
-        """The tools/list answer from `cursor` (a nextCursor this device gave) on, whole message
-        at most PAGE_BYTES. A cursor it did not give (or a stale one) starts again at the first
-        page: an error to any page leaves xinnan's server without tools for the session."""
-        tools = mcp_tools(self.facade.menu())
-        try:
-            start = cursor_index(cursor, len(tools))
-        except ValueError as e:
-            log.emit("xiaozhi", [("what", "bad_cursor"), ("error", str(e)), ("answered", "page 1")])
-            start = 0
-        if start == 0:
-            self._listing = self.menu_gen
-        # the envelope with an empty page and the longest cursor, then each tool and its comma
-        used = _blen(self._wrapped(_result(mid, {"tools": [], "nextCursor": str(len(tools))})))
-        page = []
-        i = start
-        while i < len(tools):
-            n = _blen(tools[i]) + (2 if page else 0)
-            if page and used + n > PAGE_BYTES:
-                break
-            used += n
-            page.append(tools[i])
-            i += 1
-        r = {"tools": page}
-        if i < len(tools):
-            r["nextCursor"] = str(i)
-        else:  # the whole list went out: the server knows the menu of when it began
-            self.counts["lists"] += 1
-            self.listed_gen = self._listing
-            if self.listed_gen == self.menu_gen:
-                self.changed_at = None
-        return _result(mid, r)
+    def _unreadable(self, e):
+        # a message jsonin cannot read (not JSON, or beyond its bounds): counted and said; the
+        # reason and the JSON-RPC error code for it (it may have been a request)
+        self.counts["malformed"] += 1
+        why = str(e)
+        log.emit("xiaozhi", [("what", "malformed"), ("error", why)])
+        return why, PARSE_ERROR if why.startswith("not JSON") else INVALID_REQUEST
 
     def reopen_due(self, now):
         """True when the menu changed after the server's last whole tools/list, the server has
@@ -472,53 +286,10 @@ class Device:
             return False
         return not (self.calls or self.speech or self._speaking) and self.facade.quiet()
 
-    async def _call(self, mid, params):
-        # The answer by CALL_DEADLINE_MS: a step still running then is said so, and goes on
-        # (its own answer is dropped). A refusal carries its text as "error" too: xinnan's
-        # server reads a failed call's reason there, not in content.
-        self.calls += 1  # until its answer is queued: no re-open drops it
-        try:
-            box = []
-            done = asyncio.Event()
-            self._run(self._step_call(mid, params, box, done))
-            try:
-                await asyncio.wait_for(done.wait(), self.call_deadline_ms / 1000)
-            except asyncio.TimeoutError:
-                self.counts["calls_late"] += 1
-                name = params.get("name")
-                text = "%s: started, still running after %d s; it goes on" % (
-                    name if isinstance(name, str) else "tool",
-                    self.call_deadline_ms // 1000,
-                )
-                return self._mcp_out(_result(mid, {"content": [{"type": "text", "text": text}]}))
-            out = box[0]
-            r = out.get("result")
-            if isinstance(r, dict) and r.get("isError") is True:
-                c = r.get("content")
-                if c and isinstance(c[0], dict):
-                    r["error"] = c[0].get("text")
-            self._mcp_out(out)
-        finally:
-            self.calls -= 1
-
-    async def _step_call(self, mid, params, box, done):
-        try:
-            out = await self.mcp.call_tool(mid, params, MCP_VERSION)
-        except MemoryError:
-            self._short("tools/call")
-            out = _error(mid, INTERNAL_ERROR, "short of memory in tools/call: try again")
-        except Exception as e:
-            out = _error(mid, INTERNAL_ERROR, "internal error in tools/call: %r" % e)
-        box.append(out)
-        done.set()
-
     def on_body(self, kind, data):
         """A body event from the facade: organs online/offline, organ EVENTs, the menu changed."""
         if kind == "menu":
-            self.menu_gen += 1
-            if self.changed_at is None:
-                self.changed_at = ticks_ms()
-                self.wake.set()  # the writer starts looking for a re-open
+            self._menu_changed()
         if not self.ready:
             return
         if kind == "menu":
@@ -528,6 +299,12 @@ class Device:
         name = {"online": "organ_online", "offline": "organ_offline", "event": "organ_event"}
         if kind in name and self.send({"type": "event", "name": name[kind], "data": data}):
             self.counts["events_out"] += 1
+
+    def _menu_changed(self):
+        self.menu_gen += 1
+        if self.changed_at is None:
+            self.changed_at = ticks_ms()
+            self.wake.set()  # the writer starts looking for a re-open
 
     # -- the server's other messages (section 5) ---------------------------------------------
 
@@ -656,79 +433,9 @@ class Device:
         return d
 
 
-class Endpoint(Device):
-    """The body as the tool server of a xiaozhi MCP endpoint (接入点, a relay such as xinnan's
-    mcp-endpoint-server): bare JSON-RPC in WebSocket text frames, no hello, no envelope. The
-    relay sends one initialize and tools/list per device session over the one socket, ids
-    rewritten into strings ("<uuid>_n_1"), and drops what this side sends without an id: each
-    request is answered on its own, its id echoed as it came, and nothing is notified."""
-
-    def send(self, obj):
-        return self._queue(obj)  # bare JSON-RPC: no envelope, no session id
-
-    def _mcp_out(self, payload):
-        return self.send(payload)
-
-    def _wrapped(self, payload):
-        return payload
-
-    def open(self):
-        """A new connection to the relay: it may carry requests at once."""
-        self.start()
-        self.ready = True
-
-    def _message(self, buf, n):
-        try:
-            msg, clipped, nonfinite = jsonin.read(buf, n)
-        except ValueError as e:
-            self.counts["malformed"] += 1
-            log.emit("xiaozhi", [("what", "malformed"), ("error", str(e))])
-            why = str(e)
-            code = PARSE_ERROR if why.startswith("not JSON") else INVALID_REQUEST
-            return self._mcp_out(_error(None, code, why))
-        ask = isinstance(msg, dict) and "method" in msg and "id" in msg
-        mid = msg["id"] if ask and _id_ok(msg) else None
-        if nonfinite >= 0:
-            self.counts["malformed"] += 1
-            why = "NaN or Infinity at offset %d: not JSON" % nonfinite
-            log.emit("xiaozhi", [("what", "malformed"), ("error", why)])
-            if ask:
-                self._mcp_out(_error(mid, INVALID_PARAMS, "invalid request: " + why))
-            return
-        if clipped:
-            self.counts["clipped"] += clipped
-            if ask and msg.get("method") == "tools/call":
-                why = "the request holds a string of %d bytes; at most %d are read" % (
-                    jsonin.longest(),
-                    jsonin.MAX_STRING,
-                )
-                return self._mcp_out(_error(mid, INVALID_PARAMS, why))
-        try:
-            self.on_mcp(msg)
-        except MemoryError:
-            raise
-        except Exception as e:
-            self.counts["malformed"] += 1
-            log.emit("xiaozhi", [("what", "error"), ("type", "mcp"), ("error", repr(e))])
-
-    def on_body(self, kind, data):
-        # organ events and list_changed would be dropped by the relay: only the menu is followed
-        if kind == "menu":
-            self.menu_gen += 1
-            if self.changed_at is None:
-                self.changed_at = ticks_ms()
-                self.wake.set()
-
-
 def _ok(out):
     # a report whose steps all went well; a refusal ({"problems": ...}) is not one
     return isinstance(out, dict) and out.get("ok") is True
-
-
-def _blen(obj):
-    # UTF-8 length of the JSON text: MicroPython does not escape non-ASCII as CPython does
-    s = json.dumps(obj)
-    return len(s.encode()) if _MP else len(s)
 
 
 def _done(t):
@@ -746,12 +453,6 @@ def _cap(facade, name):
     return None
 
 
-def _id_ok(p):
-    # a JSON-RPC id: a string, a number or null (JSON-RPC 2.0 section 4)
-    mid = p.get("id")
-    return mid is None or (isinstance(mid, (str, int, float)) and not isinstance(mid, bool))
-
-
 def _said(text):
     # a server's text as the event log shows it: at most LOG_TEXT characters (a line stays small)
     if not isinstance(text, str):
@@ -761,11 +462,3 @@ def _said(text):
 
 def _free():
     return gc.mem_free() if hasattr(gc, "mem_free") else -1
-
-
-def _error(mid, code, message):
-    return {"jsonrpc": "2.0", "id": mid, "error": {"code": code, "message": message}}
-
-
-def _result(mid, result):
-    return {"jsonrpc": "2.0", "id": mid, "result": result}

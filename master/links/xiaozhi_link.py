@@ -5,36 +5,25 @@
 # jitter; the body goes on meanwhile and nothing here ever raises into the master. The first
 # hello waits for the bus to settle; a server's close of a session that ran (xinnan's idle
 # close) and a re-open for a changed menu are reconnected quietly, counted, not errors.
-# EndpointLink: the body as the tool server of a xiaozhi MCP endpoint (relay), dialled out.
+# The relay's tool side (config "mcp_endpoint") is master/links/xiaozhi_endpoint.py.
 import json
+import sys
 
 import asyncio
 
 from organbus import log
 from organbus.ticks import ticks_diff, ticks_ms
-from master.net import ws
-from master.net import http
-from master.links.xiaozhi import (
-    BACKOFF_MAX_MS,
-    HELLO_TIMEOUT_MS,
-    WATCHDOG_MS,
-    Backoff,
-    Device,
-    Endpoint,
-    XiaozhiError,
-    client_id,
-    discovery_request,
-    format_id,
-    parse_discovery,
-)
+from master.net import http, ws, wsframe
+from master.links.xiaozhi import BACKOFF_MAX_MS, HELLO_TIMEOUT_MS, WATCHDOG_MS, Backoff, Device
+from master.links.xiaozhi_discovery import XiaozhiError, client_id, discovery_request, format_id
+from master.links.xiaozhi_discovery import parse_discovery
 
-_MP = ws._MP
+_MP = sys.implementation.name == "micropython"
 DISCOVERY_MS = 10000  # the whole discovery exchange
 SETTLE_MS = 5000  # the first hello waits for every organ port to have its organ, this long at most
 RAN_MS = 10000  # a session the server closes after this long is reconnected quietly
 REOPEN_MIN_MS = 1000  # the first re-open's wait; each next one doubles it, up to 60 s
 REOPEN_POLL_MS = 1000  # a menu change not listed yet: the writer looks this often for a re-open
-PING_MS = 30000  # the relay link pings after this long without a message of its own
 POLICY = 1008  # the relay's close for a bad token (mcp-endpoint-server): retried slowly
 
 
@@ -113,6 +102,8 @@ def start(body, config):
         if not isinstance(cfg, dict) or "ota_url" in cfg or "mcp_endpoint" not in cfg:
             link = open_link(body, cfg, xz["ident"], ver, xz.get("set_clock"), xz.get("reset"))
         if isinstance(cfg, dict) and "mcp_endpoint" in cfg:
+            from master.links.xiaozhi_endpoint import open_endpoint
+
             ep = open_endpoint(body, cfg, ver, xz.get("reset"))
             if ep is not None:
                 body.add_status_section("xiaozhi_endpoint", ep.status)
@@ -122,34 +113,6 @@ def start(body, config):
     if link is not None:
         body.add_status_section("xiaozhi", link.status)
     return link
-
-
-def open_endpoint(body, config, version="0.1.0", reset=None):
-    """Start the relay link (config "mcp_endpoint": a ws:// or wss:// URL, its token in the
-    query as the relay wants it); the EndpointLink, or None (the reason on the event log)."""
-    url = config.get("mcp_endpoint")
-    why = None
-    if not isinstance(url, str) or not (url.startswith("ws://") or url.startswith("wss://")):
-        why = "xiaozhi.mcp_endpoint must be a ws:// or wss:// URL, not %r" % (_shown(url),)
-    else:
-        try:
-            http.parse_url(url, ("ws", "wss"))
-        except http.NetError as e:
-            why = "xiaozhi.mcp_endpoint: %s" % e
-    if why:
-        log.emit("xiaozhi", [("what", "refused"), ("reason", why)])
-        return None
-    dev = Endpoint(BodyFacade(body, reset), version)
-    link = EndpointLink(dev, config)
-    asyncio.create_task(link.run())
-    return link
-
-
-def _shown(url):
-    # a URL as /status and the log show it: its query (the relay's token) hidden
-    if not isinstance(url, str) or "?" not in url:
-        return url
-    return url.split("?", 1)[0] + "?..."
 
 
 def open_link(body, config, ident, version="0.1.0", set_clock=None, reset=None):
@@ -288,7 +251,7 @@ class Link:
         ran = self._ready_at is not None and ticks_diff(ticks_ms(), self._ready_at) >= self.ran_ms
         if e.code == POLICY:
             self.backoff.base = self.backoff.hi  # a refused token is not retried fast
-        if not ran or e.code not in (ws.NORMAL, ws.GOING_AWAY):
+        if not ran or e.code not in (wsframe.NORMAL, wsframe.GOING_AWAY):
             self.last_error = "closed by the server: %d %s" % (e.code, e.reason[:80])
             return None
         self.server_closes += 1
@@ -384,7 +347,7 @@ class Link:
         e = errors[0] if errors else XiaozhiError("session ended")
         if isinstance(e, Reopen):
             await asyncio.sleep(0)  # the reader and the writer are gone before the close
-            await sock.close(ws.NORMAL, "re-open: the menu changed")
+            await sock.close(wsframe.NORMAL, "re-open: the menu changed")
         raise e
 
     def _reopen_due(self):
@@ -413,9 +376,9 @@ class Link:
             except ws.WsStalled:
                 raise
             except ws.WsTimeout:
-                await sock.close(ws.NORMAL, "no server hello")
+                await sock.close(wsframe.NORMAL, "no server hello")
                 raise XiaozhiError("no server hello within %d ms" % self.hello_timeout_ms)
-            if op == ws.TEXT:
+            if op == wsframe.TEXT:
                 try:
                     obj = _loads(sock.message, n)
                 except ValueError:
@@ -433,9 +396,9 @@ class Link:
                 raise  # a frame begun and cut off: its own reason, not the watchdog's
             except ws.WsTimeout:
                 # nothing at all for 120 s: the channel is dead (section 3.4)
-                await sock.close(ws.GOING_AWAY, "watchdog")
+                await sock.close(wsframe.GOING_AWAY, "watchdog")
                 raise XiaozhiError("no frame from the server for %d ms" % self.watchdog_ms)
-            if op == ws.BINARY:
+            if op == wsframe.BINARY:
                 dev.on_binary(n)
             else:
                 dev.on_message(sock._buf, n)  # read in place: no copy of the message
@@ -467,35 +430,3 @@ class Link:
 
     def stop(self):
         self._stop = True
-
-
-class EndpointLink(Link):
-    """The relay link: dials the xiaozhi MCP endpoint (config "mcp_endpoint", its token in the
-    URL's query), answers the relay's JSON-RPC over the one socket, reconnects with backoff
-    (slowly after the relay's 1008 for a bad token), re-opens when the menu changed after a
-    device session listed and none listed again (the relay cannot notify). No discovery, no
-    hello: requests may come as soon as the socket is open, or none for a long time, so the
-    writer pings after PING_MS without a message and the watchdog hears the pongs."""
-
-    ping_ms = PING_MS
-
-    def __init__(self, device, config, backoff=None):
-        super().__init__(device, {"max_message": config.get("max_message", 4096),
-                                  "cadata": config.get("cadata")}, None, backoff=backoff)  # fmt: skip
-        self.endpoint = config.get("mcp_endpoint")
-
-    def status(self):
-        d = Link.status(self)
-        d.pop("ota_url", None)
-        d["url"] = _shown(self.endpoint)
-        return d
-
-    async def session(self):
-        self.url = self.endpoint
-        self._say("connecting", [("url", _shown(self.url))])
-        ctx = None
-        if self.url.startswith("wss://"):
-            ctx = ws.default_ssl_context(self.cadata)
-        await self.sock.connect(self.url, {}, ctx)
-        self.device.open()
-        self._say("ready")

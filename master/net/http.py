@@ -1,9 +1,7 @@
-# One HTTP/1.1 client for every outgoing request: URL parse, request head, bounded head reads, deadlines.
+# One HTTP/1.1 client for every outgoing request: request head, bounded head reads, deadlines.
 #
-# A URL from the network (a discovery answer's websocket.url) is checked before a byte goes out:
-# a control character anywhere refuses it, the host must be a host name or an IP address, bytes
-# a request-target cannot carry (a space, quotes, non-ASCII) are percent-encoded and the fragment
-# is dropped. Header names and values are checked too, so no input adds a line to a head.
+# The URL is parsed and checked by master/net/url.py; header names and values are checked here,
+# so no input adds a line to a head.
 #
 # An answer's head is read through a buffer the caller owns (preallocated, reused: nothing here
 # grows with the input). A line is capped at MAX_LINE bytes and the head at MAX_HEAD; only the
@@ -16,22 +14,17 @@ import asyncio
 
 from micropython import const
 
+from master.net.url import NetError, alnum, hexdigit, host_header, parse_url
+
 _MP = sys.implementation.name == "micropython"
 
 MAX_LINE = const(4096)  # bytes of one line of an answer's head, its CR LF aside
 MAX_HEAD = const(8192)  # bytes of an answer's whole head
-MAX_URL = const(2048)  # characters of a URL
-DEFAULT_PORT = {"http": 80, "https": 443, "ws": 80, "wss": 443}
 SECURE = ("https", "wss")
 
 _CR = const(13)
 _LF = const(10)
 _TCHAR = b"!#$%&'*+-.^_`|~"  # a header name's characters besides letters and digits
-_TARGET = b"!$&'()*+,;=:@/?-._~"  # what a request-target carries as it is, besides letters, digits
-
-
-class NetError(Exception):
-    """A URL, a request or an answer that cannot be used, with the reason."""
 
 
 class NetTimeout(NetError):
@@ -59,104 +52,14 @@ async def read_some(stream, mv):
     return k
 
 
-# -- URLs and request heads ------------------------------------------------------------------------
-
-
-def _alnum(c):
-    return 0x30 <= c <= 0x39 or 0x41 <= c <= 0x5A or 0x61 <= c <= 0x7A
-
-
-def _hex(c):
-    return 0x30 <= c <= 0x39 or 0x41 <= c <= 0x46 or 0x61 <= c <= 0x66
-
-
-def parse_url(url, schemes=("http", "https")):
-    """(scheme, host, port, target) of an absolute URL with one of `schemes`; NetError naming
-    what is wrong. The target is the path and query, percent-encoded where it must be."""
-    if not isinstance(url, str):
-        raise NetError("url must be a string, not %r" % (url,))
-    show = url[:80]
-    if len(url) > MAX_URL:
-        raise NetError("url %r... is %d characters long, more than %d" % (show, len(url), MAX_URL))
-    k = 0
-    for ch in url:
-        if ch < " " or ch == "\x7f":
-            raise NetError("url %r holds the control character %r at %d: refused" % (show, ch, k))
-        k += 1
-    i = url.find("://")
-    scheme = url[:i].lower() if i > 0 else ""
-    if scheme not in schemes:
-        starts = " or ".join(s + "://" for s in schemes)
-        raise NetError("url %r must start with %s" % (show, starts))
-    rest = url[i + 3 :]
-    end = len(rest)
-    for sep in "/?#":
-        j = rest.find(sep)
-        if 0 <= j < end:
-            end = j
-    auth = rest[:end]
-    if "@" in auth:
-        raise NetError("url %r: user info is not supported" % show)
-    if auth.startswith("["):  # an IPv6 address
-        j = auth.find("]")
-        host, after = (auth[1:j], auth[j + 1 :]) if j > 0 else ("", "")
-        good = "0123456789abcdefABCDEF:."
-        if j < 0 or (after and after[0] != ":"):
-            raise NetError("url %r: the host %r is not [an IPv6 address]" % (show, auth[:60]))
-        port = after[1:] if after else None
-    else:
-        j = auth.rfind(":")
-        host, port = (auth[:j], auth[j + 1 :]) if j >= 0 else (auth, None)
-        good = "-._"
-    for ch in host:
-        c = ord(ch)
-        if not (c < 0x80 and _alnum(c) or ch in good):
-            raise NetError("url %r: the host %r holds %r" % (show, host[:60], ch))
-    if not host:
-        raise NetError("url %r has no host" % show)
-    if port:
-        if len(port) > 5 or not port.isdigit():
-            raise NetError("url %r: the port is not a number" % show)
-        port = int(port)
-        if not 0 < port < 65536:
-            raise NetError("url %r: port %d out of range" % (show, port))
-    else:
-        port = DEFAULT_PORT[scheme]
-    return scheme, host, port, _target(rest[end:])
-
-
-def _target(tail):
-    # path and query: the fragment dropped, a leading "/" ensured, the rest percent-encoded
-    j = tail.find("#")
-    if j >= 0:
-        tail = tail[:j]
-    if not tail.startswith("/"):
-        tail = "/" + tail
-    b = tail.encode()
-    n = len(b)
-    out = None
-    for i in range(n):
-        c = b[i]
-        if _alnum(c) or c in _TARGET or (c == 0x25 and _escape(b, i)):
-            if out is not None:
-                out.append(chr(c))
-            continue
-        if out is None:
-            out = [chr(x) for x in b[:i]]
-        out.append("%%%02X" % c)
-    return tail if out is None else "".join(out)
-
-
-def _escape(b, i):
-    # b[i] is "%": a percent-encoded byte follows (kept as it is), else the "%" is encoded
-    return i + 2 < len(b) and _hex(b[i + 1]) and _hex(b[i + 2])
+# -- request heads ---------------------------------------------------------------------------------
 
 
 def _token(name):
     if not name:
         return False
     for c in name.encode():
-        if not (_alnum(c) or c in _TCHAR):
+        if not (alnum(c) or c in _TCHAR):
             return False
     return True
 
@@ -167,12 +70,6 @@ def request_field_ok(value):
         if (ch < " " and ch != "\t") or ch == "\x7f":
             return False
     return True
-
-
-def host_header(host, port, scheme):
-    """The Host header's value: the port only when it is not the scheme's own."""
-    h = "[%s]" % host if ":" in host else host
-    return h if port == DEFAULT_PORT[scheme] else "%s:%d" % (h, port)
 
 
 def head_lines(method, url_parts, headers=()):
@@ -406,7 +303,7 @@ class Answer:
             if size > MAX_LINE:
                 raise NetError("a line of the chunked answer is longer than %d bytes" % MAX_LINE)
             if hex_size and digits >= 0:
-                if _hex(c):
+                if hexdigit(c):
                     if digits >= 6:
                         raise NetError("a chunk size of more than 6 hex digits")
                     value = value * 16 + (c - 0x30 if c <= 0x39 else (c | 0x20) - 0x57)

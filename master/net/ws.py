@@ -4,8 +4,9 @@
 # payload and one message buffer of `max_message` bytes that fragments are read into in place.
 # A message longer than that is read through the message buffer and dropped (counted in
 # `oversize`), never held whole. Sends are masked chunk by chunk through one `tx_chunk` buffer,
-# so a long message needs no second copy. The upgrade goes through master/net/http.py (the
-# request head checked, the answer's head read through the message buffer, bounded lines).
+# so a long message needs no second copy; the framing itself is master/net/wsframe.py. The upgrade
+# goes through master/net/http.py (the request head checked, the answer's head read through the
+# message buffer, bounded lines).
 # Every read has a deadline: the first byte of a frame waits at most `idle_ms` (the caller's
 # watchdog; `within_ms` bounds a whole recv, control frames included), each part of a frame
 # `read_timeout_ms`; a frame begun and not finished in time is a stall and ends the connection.
@@ -13,35 +14,18 @@ import sys
 
 import asyncio
 import binascii
-import hashlib
-import os
-import random
 
-import micropython
 from micropython import const
 
 from organbus.ticks import ticks_diff, ticks_ms
 from organbus.utf8 import valid_utf8
 from master.net import http
+from master.net.wsframe import ABNORMAL, BAD_DATA, BINARY, CLOSE, CONT, NO_STATUS, NORMAL, PING
+from master.net.wsframe import PONG, PROTOCOL_ERROR, TEXT, TOO_BIG
+from master.net.wsframe import accept_for, close_code_ok, mask_into, put_head, random_into, seed
 
 _MP = sys.implementation.name == "micropython"
 
-CONT = const(0)
-TEXT = const(1)
-BINARY = const(2)
-CLOSE = const(8)
-PING = const(9)
-PONG = const(10)
-
-NORMAL = const(1000)
-GOING_AWAY = const(1001)
-PROTOCOL_ERROR = const(1002)
-BAD_DATA = const(1007)
-TOO_BIG = const(1009)
-NO_STATUS = const(1005)
-ABNORMAL = const(1006)
-
-_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 _UPGRADE_HEADERS = ("upgrade", "connection", "sec-websocket-accept", "sec-websocket-extensions")
 _SKIP_LIMIT = const(1 << 20)  # an oversize frame longer than this is a protocol error, not skipped
 
@@ -68,7 +52,7 @@ class WsClosed(WsError):
 
 
 def parse_url(url):
-    """(secure, host, port, target) of a ws:// or wss:// URL (master/net/http.py's rules: control
+    """(secure, host, port, target) of a ws:// or wss:// URL (master/net/url.py's rules: control
     characters refused, the target percent-encoded); WsError naming what is wrong."""
     try:
         scheme, host, port, target = http.parse_url(url, ("ws", "wss"))
@@ -77,65 +61,7 @@ def parse_url(url):
     return scheme == "wss", host, port, target
 
 
-def close_code_ok(code):
-    """A close code a peer may send (RFC 6455 section 7.4, and 1012-1014 of IANA's registry)."""
-    return 1000 <= code <= 1003 or 1007 <= code <= 1014 or 3000 <= code <= 4999
-
-
-def accept_for(key):
-    """Sec-WebSocket-Accept the server must answer for `key` (bytes or str)."""
-    if isinstance(key, str):
-        key = key.encode()
-    return binascii.b2a_base64(hashlib.sha1(key + _GUID).digest()).strip().decode()
-
-
-if _MP:
-
-    @micropython.viper
-    def _mask_mp(buf: ptr8, n: int, key: ptr8, k: int):
-        i = 0
-        while i < n:
-            buf[i] = buf[i] ^ key[(k + i) & 3]
-            i += 1
-
-    def _mask(mv, n, key, k):
-        _mask_mp(mv, n, key, k)
-
-else:
-
-    def _mask(mv, n, key, k):
-        if n <= 0:
-            return
-        rot = bytes(key[(k + i) & 3] for i in range(4))
-        full = rot * (n // 4 + 1)
-        x = int.from_bytes(mv[:n], "little") ^ int.from_bytes(full[:n], "little")
-        mv[:n] = x.to_bytes(n, "little")
-
-
-def mask(data, key, k=0):
-    """`data` XOR the 4-byte `key` starting at key phase `k` (tests and the stand-in server)."""
-    b = bytearray(data)
-    _mask(memoryview(b), len(b), key, k)
-    return bytes(b)
-
-
 _wait = http.wait_ms
-
-
-def _random_into(buf, n):
-    # Mask keys and the handshake key: 16 random bits at a time, small ints on RV32 too.
-    for i in range(0, n, 2):
-        r = random.getrandbits(16)
-        buf[i] = r & 0xFF
-        if i + 1 < n:
-            buf[i + 1] = r >> 8
-
-
-def _seed():
-    try:
-        random.seed(int.from_bytes(os.urandom(4), "little"))
-    except Exception:  # no urandom: the port's own seed stands
-        pass
 
 
 class WebSocket:
@@ -177,7 +103,7 @@ class WebSocket:
         self.bytes_in = self.bytes_out = 0
         self.oversize = 0
         self.pings = self.pongs = 0
-        _seed()
+        seed()
 
     def counters(self):
         return {
@@ -196,9 +122,9 @@ class WebSocket:
         """Open the TCP (TLS for wss://) connection and upgrade it; WsError/WsTimeout on failure.
         A header that could break the request's head is refused before anything is sent."""
         secure, host, port, target = parse_url(url)
-        _random_into(self._key, 4)
+        random_into(self._key, 4)
         raw = bytearray(16)
-        _random_into(raw, 16)
+        random_into(raw, 16)
         key = binascii.b2a_base64(raw).strip().decode()
         hdrs = [
             ("Upgrade", "websocket"),
@@ -296,22 +222,9 @@ class WebSocket:
         for p in parts:
             n += len(p)
         tx = self._tx
-        tx[0] = 0x80 | op
-        if n < 126:
-            tx[1] = 0x80 | n
-            h = 2
-        elif n < 65536:
-            tx[1] = 0x80 | 126
-            tx[2] = n >> 8
-            tx[3] = n & 0xFF
-            h = 4
-        else:
-            tx[1] = 0x80 | 127
-            for i in range(8):
-                tx[2 + i] = (n >> (8 * (7 - i))) & 0xFF
-            h = 10
+        h = put_head(tx, op, n)
         key = self._key
-        _random_into(key, 4)
+        random_into(key, 4)
         tx[h : h + 4] = key
         fill = h + 4  # bytes waiting in tx
         off = 0  # bytes of the message masked so far: the key's phase
@@ -324,7 +237,7 @@ class WebSocket:
                 k = min(end - i, room - fill)
                 view = self._txv[fill : fill + k]
                 view[:] = src[i : i + k]
-                _mask(view, k, key, off)
+                mask_into(view, k, key, off)
                 off += k
                 i += k
                 fill += k

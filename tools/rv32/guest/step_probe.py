@@ -54,7 +54,7 @@ def main():
     print("submitted", kind)
     print("_dispatch, one run, nothing ready", best(sch._dispatch, 0))
     # 5. the step path pieces on a live plan
-    from master.bus import scheduler as sm
+    from master.bus import run as sm
 
     own = body.owners.owner("led_blink")
     print("command_frame led_blink", best(sm.command_frame, own[1], {"count": 2, "period_ms": 100}))
