@@ -19,9 +19,11 @@ from organbus.ticks import ticks_diff, ticks_ms
 from organbus.utf8 import MAX_TEXT, clip_text
 from organbus.plan import one_step
 from master.links.bodyproto import express_action
-from master.links.mcp import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, McpServer
+from master.links import jsonrpc
+from master.links.jsonrpc import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR
+from master.links.mcp import McpServer
 from master.links.xiaozhi_discovery import XiaozhiError
-from master.links.xiaozhi_mcp import McpOverWs, id_ok, rpc_error
+from master.links.xiaozhi_mcp import McpOverWs, id_ok
 from master.net import jsonin, jsonout
 
 RELIST_WAIT_MS = const(3000)  # the menu changed and no tools/list came this long: re-open
@@ -208,7 +210,7 @@ class Device(McpOverWs):
             why, code = self._unreadable(e)
             if self.ready:  # it may have been a request: JSON-RPC's error for it, id null
                 what = "parse error" if code == PARSE_ERROR else "invalid"
-                self._mcp_out(rpc_error(None, code, "%s: %s" % (what, why)))
+                self._mcp_out(jsonrpc.error(None, code, "%s: %s" % (what, why)))
             return
         if not isinstance(msg, dict) or not isinstance(msg.get("type"), str):
             self.counts["malformed"] += 1
@@ -229,7 +231,7 @@ class Device(McpOverWs):
             log.emit("xiaozhi", [("what", "malformed"), ("type", msg["type"][:20]), ("error", why)])
             if msg["type"] == "mcp" and isinstance(p, dict) and "method" in p and "id" in p:
                 mid = p["id"] if id_ok(p) else None
-                self._mcp_out(rpc_error(mid, INVALID_PARAMS, "invalid request: " + why))
+                self._mcp_out(jsonrpc.error(mid, INVALID_PARAMS, "invalid request: " + why))
             return
         if clipped and msg["type"] == "mcp":
             p = msg.get("payload")
@@ -238,7 +240,9 @@ class Device(McpOverWs):
                     jsonin.longest(),
                     jsonin.MAX_STRING,
                 )  # a cut argument never runs
-                return self._mcp_out(rpc_error(p["id"] if id_ok(p) else None, INVALID_PARAMS, why))
+                return self._mcp_out(
+                    jsonrpc.error(p["id"] if id_ok(p) else None, INVALID_PARAMS, why)
+                )
         t = msg["type"]
         try:
             if t == "mcp":

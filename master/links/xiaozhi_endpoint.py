@@ -6,10 +6,11 @@
 import asyncio
 
 from organbus import log
-from master.links.mcp import INVALID_PARAMS
+from master.links import jsonrpc
+from master.links.jsonrpc import INVALID_PARAMS
 from master.links.xiaozhi import Device
 from master.links.xiaozhi_link import BodyFacade, Link
-from master.links.xiaozhi_mcp import id_ok, rpc_error
+from master.links.xiaozhi_mcp import id_ok
 from master.net import http, jsonin, ws
 
 PING_MS = 30000  # the relay link pings after this long without a message of its own
@@ -41,7 +42,7 @@ class Endpoint(Device):
             msg, clipped, nonfinite = jsonin.read(buf, n)
         except ValueError as e:
             why, code = self._unreadable(e)
-            return self._mcp_out(rpc_error(None, code, why))
+            return self._mcp_out(jsonrpc.error(None, code, why))
         ask = isinstance(msg, dict) and "method" in msg and "id" in msg
         mid = msg["id"] if ask and id_ok(msg) else None
         if nonfinite >= 0:
@@ -49,7 +50,7 @@ class Endpoint(Device):
             why = "NaN or Infinity at offset %d: not JSON" % nonfinite
             log.emit("xiaozhi", [("what", "malformed"), ("error", why)])
             if ask:
-                self._mcp_out(rpc_error(mid, INVALID_PARAMS, "invalid request: " + why))
+                self._mcp_out(jsonrpc.error(mid, INVALID_PARAMS, "invalid request: " + why))
             return
         if clipped:
             self.counts["clipped"] += clipped
@@ -58,7 +59,7 @@ class Endpoint(Device):
                     jsonin.longest(),
                     jsonin.MAX_STRING,
                 )
-                return self._mcp_out(rpc_error(mid, INVALID_PARAMS, why))
+                return self._mcp_out(jsonrpc.error(mid, INVALID_PARAMS, why))
         try:
             self.on_mcp(msg)
         except MemoryError:

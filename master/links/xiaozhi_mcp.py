@@ -12,8 +12,9 @@ import asyncio
 from micropython import const
 
 from organbus import log
-from master.links.mcp import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND
-from master.links.mcp import cursor_index, tools as mcp_tools
+from master.links import jsonrpc
+from master.links.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND
+from master.links.mcptools import cursor_index, tools as mcp_tools
 
 _MP = sys.implementation.name == "micropython"
 
@@ -32,7 +33,7 @@ class McpOverWs:
             self.counts["malformed"] += 1
             mid = p.get("id") if isinstance(p, dict) and id_ok(p) else None
             return self._mcp_out(
-                rpc_error(mid, INVALID_REQUEST, "payload must be a JSON-RPC 2.0 object")
+                jsonrpc.error(mid, INVALID_REQUEST, "payload must be a JSON-RPC 2.0 object")
             )
         method = p.get("method")
         if "id" not in p:
@@ -41,24 +42,24 @@ class McpOverWs:
         if not id_ok(p):
             self.counts["malformed"] += 1
             return self._mcp_out(
-                rpc_error(None, INVALID_REQUEST, "id must be a string, a number or null")
+                jsonrpc.error(None, INVALID_REQUEST, "id must be a string, a number or null")
             )
         mid = p["id"]
         if method is None and ("result" in p or "error" in p):
             return  # a response to a request this device never sends
         if not isinstance(method, str):
             self.counts["malformed"] += 1
-            return self._mcp_out(rpc_error(mid, INVALID_REQUEST, "method must be a string"))
+            return self._mcp_out(jsonrpc.error(mid, INVALID_REQUEST, "method must be a string"))
         params = p.get("params")
         if params is None:
             params = {}
         if not isinstance(params, dict):
-            return self._mcp_out(rpc_error(mid, INVALID_PARAMS, "params must be an object"))
+            return self._mcp_out(jsonrpc.error(mid, INVALID_PARAMS, "params must be an object"))
         if method == "initialize":
             self.initialized = True
-            return self._mcp_out(rpc_result(mid, self.initialize_result()))
+            return self._mcp_out(jsonrpc.result(mid, self.initialize_result()))
         if method == "ping":
-            return self._mcp_out(rpc_result(mid, {}))
+            return self._mcp_out(jsonrpc.result(mid, {}))
         if method == "tools/list":
             return self._mcp_out(self.tools_page(mid, params.get("cursor")))  # never an error
         if method == "tools/call":
@@ -66,7 +67,7 @@ class McpOverWs:
             self._run(self._call(mid, params))
             return
         return self._mcp_out(
-            rpc_error(
+            jsonrpc.error(
                 mid,
                 METHOD_NOT_FOUND,
                 "method not found: %s (this device offers initialize, ping, tools/list, tools/call)"
@@ -95,7 +96,7 @@ class McpOverWs:
             self._listing = self.menu_gen
         # the envelope with an empty page and the longest cursor, then each tool and its comma
         used = json_bytes(
-            self._wrapped(rpc_result(mid, {"tools": [], "nextCursor": str(len(tools))}))
+            self._wrapped(jsonrpc.result(mid, {"tools": [], "nextCursor": str(len(tools))}))
         )
         page = []
         i = start
@@ -114,7 +115,7 @@ class McpOverWs:
             self.listed_gen = self._listing
             if self.listed_gen == self.menu_gen:
                 self.changed_at = None
-        return rpc_result(mid, r)
+        return jsonrpc.result(mid, r)
 
     async def _call(self, mid, params):
         # The answer by CALL_DEADLINE_MS: a step still running then is said so, and goes on
@@ -134,7 +135,9 @@ class McpOverWs:
                     name if isinstance(name, str) else "tool",
                     self.call_deadline_ms // 1000,
                 )
-                return self._mcp_out(rpc_result(mid, {"content": [{"type": "text", "text": text}]}))
+                return self._mcp_out(
+                    jsonrpc.result(mid, {"content": [{"type": "text", "text": text}]})
+                )
             out = box[0]
             r = out.get("result")
             if isinstance(r, dict) and r.get("isError") is True:
@@ -150,9 +153,9 @@ class McpOverWs:
             out = await self.mcp.call_tool(mid, params, MCP_VERSION)
         except MemoryError:
             self._short("tools/call")
-            out = rpc_error(mid, INTERNAL_ERROR, "short of memory in tools/call: try again")
+            out = jsonrpc.error(mid, INTERNAL_ERROR, "short of memory in tools/call: try again")
         except Exception as e:
-            out = rpc_error(mid, INTERNAL_ERROR, "internal error in tools/call: %r" % e)
+            out = jsonrpc.error(mid, INTERNAL_ERROR, "internal error in tools/call: %r" % e)
         box.append(out)
         done.set()
 
@@ -167,13 +170,3 @@ def id_ok(p):
     # a JSON-RPC id: a string, a number or null (JSON-RPC 2.0 section 4)
     mid = p.get("id")
     return mid is None or (isinstance(mid, (str, int, float)) and not isinstance(mid, bool))
-
-
-def rpc_error(mid, code, message):
-    # a JSON-RPC 2.0 error answer
-    return {"jsonrpc": "2.0", "id": mid, "error": {"code": code, "message": message}}
-
-
-def rpc_result(mid, result):
-    # a JSON-RPC 2.0 result answer
-    return {"jsonrpc": "2.0", "id": mid, "result": result}
