@@ -51,11 +51,19 @@ def connect(client_id, keepalive_s, user=None, password=None, will=None, clean=T
 
 
 def publish(topic, payload, qos=0, retain=False, pid=0, dup=False):
+    if isinstance(payload, str):
+        payload = payload.encode()
+    return publish_head(topic, len(payload), qos, retain, pid, dup) + payload
+
+
+def publish_head(topic, n, qos=0, retain=False, pid=0, dup=False):
+    """A PUBLISH's fixed and variable header for a payload of `n` bytes written after it (a
+    large payload is never copied into the packet)."""
     first = PUBLISH | (qos << 1) | (1 if retain else 0) | (0x08 if dup else 0)
-    body = _str(topic)
+    var = _str(topic)
     if qos:
-        body += bytes((pid >> 8, pid & 0xFF))
-    return _packet(first, body + (payload.encode() if isinstance(payload, str) else payload))
+        var += bytes((pid >> 8, pid & 0xFF))
+    return bytes((first,)) + _length(len(var) + n) + var
 
 
 def subscribe(pid, topics):
@@ -78,10 +86,19 @@ def disconnect():
     return bytes((DISCONNECT, 0))
 
 
+class Oversize(ValueError):
+    """A packet whose remaining length is over the limit; `size`: the whole packet's bytes."""
+
+    def __init__(self, msg, size):
+        ValueError.__init__(self, msg)
+        self.size = size
+
+
 def parse(buf, n, limit):
     """One packet from buf[:n]: (used, first, body) or None when incomplete.
 
-    Raises ValueError when the remaining length is malformed or over `limit` bytes."""
+    Raises ValueError when the remaining length is malformed, Oversize (a ValueError) when it is
+    over `limit` bytes."""
     if n < 2:
         return None
     size = 0
@@ -99,7 +116,7 @@ def parse(buf, n, limit):
         if shift > 21:
             raise ValueError("remaining length over 4 bytes")
     if size > limit:
-        raise ValueError("packet of %d bytes over the limit %d" % (size, limit))
+        raise Oversize("packet of %d bytes over the limit %d" % (size, limit), i + size)
     if n < i + size:
         return None
     return i + size, buf[0], memoryview(buf)[i : i + size]

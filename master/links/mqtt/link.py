@@ -1,0 +1,367 @@
+# The MQTT link (config "mqtt"): the body on a broker: Home Assistant discovery and commands, its menu, plans in, reports and events out.
+#
+# One client (client.py: its own reconnecting task, a bounded queue, never waited on) and one
+# task of its own reading a bounded hub Feed (the items of GET /events): every event goes out
+# on `<base>/events`, and the lifecycle ones (registered, offline, menu) bring the retained
+# state up to date: organ availability, Home Assistant configs, the menu, the diagnostics.
+# Plans come in on `<base>/plan[/<ref>]` as raw bytes and go to Body.submit, the one strict
+# path POST /plan takes; the answer (the HTTP route's status and body) goes to
+# `<base>/report[/<ref>]`. Retained documents are built when written (client.py), from the
+# live state, so a broker away for long holds nothing here. Topics: docs/links.md "MQTT".
+import asyncio
+import json
+
+from micropython import const
+
+from organbus import log
+from organbus import plan as _plan
+
+from master.bus.outcome import ACCEPTED
+from master.links.mqtt import discovery
+from master.links.mqtt.client import Client
+from master.links.routes import answer
+from master.links.sse import StampedFeed
+
+DEFAULTS = {
+    "port": 1883,
+    "discovery_prefix": "homeassistant",
+    "keepalive_s": 30,
+    "base_topic": "organbus",  # the body's topics: <base_topic>/<client_id>/...
+}
+IN_FLIGHT = const(4)  # plans from MQTT running at once; one more is answered 503
+FEED = const(16)  # hub events held for the link's task (older ones dropped, counted)
+BLINK_COUNT = const(3)  # the light's blink effect: led_blink count and period, within bounds
+BLINK_PERIOD_MS = const(500)
+_ERRORS = ("crc_errors", "bad_version", "oversize", "bad_eof", "abandoned", "unknown")
+_LIFE = ("registered", "offline", "menu")
+_DIAG = ("registered", "offline", "plan", "rejected", "decoder")
+
+
+def _item(event, pairs):
+    # one GET /events item as one JSON object, "event" first (the sse.item_bytes pairs)
+    parts = ['"event": ' + json.dumps(event)]
+    for k, v in pairs:
+        parts.append("%s: %s" % (json.dumps(k), json.dumps(v)))
+    return "{" + ", ".join(parts) + "}"
+
+
+def _node(text):
+    # a topic and Home Assistant object id: [a-zA-Z0-9_-] only
+    out = ""
+    for ch in text:
+        out += ch if ch.isalpha() or ch.isdigit() or ch in "_-" else "_"
+    return out
+
+
+class Link:
+    def __init__(self, body, cfg, node, version):
+        self.body = body
+        self.node = node
+        self.version = version
+        self.prefix = cfg["discovery_prefix"]
+        self.base = cfg["base_topic"] + "/" + node
+        self.broker = "%s:%d" % (cfg["host"], cfg["port"])
+        avail = self.base + "/availability"
+        self.client = c = Client(
+            cfg["host"],
+            cfg["port"],
+            node,
+            cfg["keepalive_s"],
+            cfg.get("user"),
+            cfg.get("password"),
+            (avail, b"offline", 1, True),
+        )
+        c.subscriptions = [
+            (self.base + "/plan", 1),
+            (self.base + "/plan/+", 1),
+            (self.base + "/cmd/#", 0),
+            (self.prefix + "/status", 0),
+        ]
+        c.on_connect = self.on_connect
+        c.on_message = self.on_message
+        self.feed = StampedFeed(body, FEED, body.stamp)
+        self.organs = {}  # module_id -> [names, {component id: platform}, descriptor, online]
+        self.lights = {}  # module_id -> "ON" / "OFF", from the steps that ran
+        self.running = 0
+        self.plans = 0  # plans taken from the plan topic
+        self.reports = 0
+        self.commands = 0  # Home Assistant commands run
+        self.events_sent = 0
+        self.told = 0  # feed.dropped already handled
+
+    # -- retained state ---------------------------------------------------------------------
+
+    def _json(self, topic, fn, qos=0):
+        self.client.publish(topic, lambda: json.dumps(fn()), qos, True)
+
+    def diagnostics(self):
+        b = self.body
+        errors = 0
+        for p in b.ports:
+            c = p.decoder.counters()
+            for k in _ERRORS:
+                errors += c.get(k, 0)
+        return {
+            "organs_online": len(b.online_organs()),
+            "plans_run": b.sheet.finished,
+            "plans_refused": b.refused,
+            "decoder_errors": errors,
+        }
+
+    def publish_all(self):
+        """Everything retained, afresh: at each connect and when Home Assistant says online."""
+        c = self.client
+        base = self.base
+        c.publish(base + "/availability", b"online", 1, True)
+        topic, doc = discovery.body_config(self.prefix, self.node, base, self.version)
+        c.publish(topic, json.dumps(doc), 1, True)
+        doc = None
+        v = self.version
+        self._json(base + "/update", lambda: {"installed_version": v, "latest_version": v})
+        self._json(base + "/menu", self.body.menu, 1)
+        self._json(base + "/diagnostics", self.diagnostics)
+        self.sync(True)
+
+    def sync(self, force=False):
+        """Organ availability and configs as the live menu has them: an organ gone offline is
+        unavailable (its config stays); an online organ's components that are gone are
+        removed, an organ with none left gets an empty retained config."""
+        b = self.body
+        names = {}
+        for cap in b.capabilities():
+            names.setdefault(cap["module_id"], []).append(cap["name"])
+        online = {}
+        for d in b.online_organs():
+            online[d["module_id"]] = d
+        c = self.client
+        for mid in online:
+            known = self.organs.get(mid)
+            now = names.get(mid, [])
+            if known is None:
+                known = self.organs[mid] = [now, {}, online[mid], False]
+            known[0] = now
+            known[2] = online[mid]
+            if not known[3] or force:
+                self._config(mid, known, force)
+                c.publish(self.base + "/" + mid + "/availability", b"online", 1, True)
+                known[3] = True
+            else:
+                self._config(mid, known, force)
+        for mid in self.organs:
+            known = self.organs[mid]
+            if mid in online:
+                continue
+            if force:
+                self._config(mid, known, True)
+            if known[3] or force:
+                c.publish(self.base + "/" + mid + "/availability", b"offline", 1, True)
+                known[3] = False
+
+    def _config(self, mid, known, force):
+        cmps = discovery.organ_components(self.base, mid, known[0])
+        plats = discovery.platforms(cmps)
+        if plats == known[1] and not force:
+            return
+        topic = discovery.organ_topic(self.prefix, self.node, mid)
+        if cmps:
+            gone = {}
+            for k in known[1]:
+                if k not in plats:
+                    gone[k] = known[1][k]
+            doc = discovery.organ_config(
+                self.prefix, self.node, self.base, mid, cmps, gone, known[2]
+            )[1]
+            self.client.publish(topic, json.dumps(doc), 1, True)
+            if "led_on" in known[0]:
+                self.client.publish(
+                    self.base + "/" + mid + "/light", self.lights.get(mid, "OFF"), 0, True
+                )
+        elif known[1] or force:
+            self.client.publish(topic, b"", 1, True)  # nothing left: the device is removed
+        known[1] = plats
+
+    # -- the client's callbacks (its reader task: they only queue) ------------------------------
+
+    def on_connect(self):
+        self.publish_all()
+
+    def on_message(self, topic, payload):
+        base = self.base
+        try:
+            if topic == self.prefix + "/status":
+                if bytes(payload) == b"online":
+                    self.publish_all()
+            elif topic == base + "/plan" or topic.startswith(base + "/plan/"):
+                self.plans += 1
+                self.run_plan(payload, topic[len(base) + 6 :])
+            elif topic.startswith(base + "/cmd/"):
+                mid, _, what = topic[len(base) + 5 :].partition("/")
+                self.command(mid, what, bytes(payload))
+        except Exception as e:  # a message never ends the session
+            log.emit("mqtt", [("what", "error"), ("topic", topic), ("error", repr(e))])
+
+    def report(self, ref, status, obj):
+        self.reports += 1
+        topic = self.base + "/report" + ("/" + ref if ref else "")
+        self.client.publish(topic, json.dumps({"status": status, "reply": obj}), 1, False)
+
+    def run_plan(self, raw, ref=""):
+        """`raw` (a plan's bytes, or a plan built by `command`) through Body.submit, its report
+        (or refusal) to the report topic."""
+        if self.running >= IN_FLIGHT:
+            why = "%d plans from MQTT are running already, the most this body takes" % IN_FLIGHT
+            self.report(ref, 503, {"error": why, "problems": [why]})
+            return
+        self.running += 1
+
+        def done(run):
+            self.running -= 1
+            self.report(ref, 200, run.report())
+
+        kind, obj = self.body.submit(raw, None, done)
+        if kind != ACCEPTED:
+            self.running -= 1
+            status, payload = answer(kind, obj)
+            self.report(ref, status, payload)
+
+    def command(self, mid, what, payload):
+        """A Home Assistant entity's command: one step of organ `mid`'s ability."""
+        params = {}
+        if what == "light":
+            action = {b"ON": "led_on", b"OFF": "led_off"}.get(payload)
+        elif what == "effect":
+            action = "led_blink" if payload.split(b" ")[0] == discovery.BLINK.encode() else None
+            params = self._blink(mid, payload)
+        elif what == "speak":
+            action, params = "speak", {"text": payload.decode()}
+        elif what == "chime":
+            action = "chime"
+        else:
+            action = None
+        cap = self._cap(mid, action) if action else None
+        if cap is None:
+            log.emit("mqtt", [("what", "ignored"), ("organ", mid), ("command", what)])
+            return
+        self.commands += 1
+        self.run_plan(_plan.one_step(action, params), "ha")
+
+    def _cap(self, mid, action):
+        for cap in self.body.capabilities():
+            if cap["name"] == action and cap["module_id"] == mid:
+                return cap
+        return None
+
+    def _blink(self, mid, payload):
+        # "blink": count and period within the ability's bounds; "blink COUNT PERIOD_MS": those
+        # (the Body refuses numbers out of bounds, as for any plan)
+        words = payload.split()
+        if len(words) == 3:
+            try:
+                return {"count": int(words[1]), "period_ms": int(words[2])}
+            except ValueError:
+                pass
+        cap = self._cap(mid, "led_blink")
+        out = {"count": BLINK_COUNT, "period_ms": BLINK_PERIOD_MS}
+        for p in cap["params"] if cap else ():
+            if p["name"] in out:
+                out[p["name"]] = min(max(out[p["name"]], p["min"]), p["max"])
+        return out
+
+    # -- the link's task: the hub's events -------------------------------------------------
+
+    async def run(self):
+        feed = self.feed
+        while True:
+            event, pairs = await feed.wait()
+            if self.client.connected:
+                self.client.publish(self.base + "/events", _item(event, pairs))
+                self.events_sent += 1
+            lost = feed.dropped != self.told
+            self.told = feed.dropped
+            if event in _LIFE or lost:
+                self.sync()
+            if event == "menu" or lost:
+                self._json(self.base + "/menu", self.body.menu, 1)
+            if event == "step":
+                self._light(pairs)
+            if event in _DIAG or lost:
+                self._json(self.base + "/diagnostics", self.diagnostics)
+
+    def _light(self, pairs):
+        d = dict(pairs)
+        state = {"led_on": "ON", "led_off": "OFF"}.get(d.get("action"))
+        if state is None or d.get("status") != "done":
+            return
+        for cap in self.body.capabilities():
+            if cap["name"] == d["action"]:
+                mid = cap["module_id"]
+                self.lights[mid] = state
+                self.client.publish(self.base + "/" + mid + "/light", state, 0, True)
+
+    def status(self):
+        c = self.client
+        return {
+            "broker": self.broker,
+            "node": self.node,
+            "connected": c.connected,
+            "connects": c.connects,
+            "dropped": c.dropped,
+            "oversize": c.oversize,
+            "refused": c.refused,
+            "plans": self.plans,
+            "reports": self.reports,
+            "commands": self.commands,
+            "events_sent": self.events_sent,
+            "events_lost": self.feed.dropped,
+            "last_error": c.last_error,
+        }
+
+
+def settings(cfg):
+    """The link's settings from config "mqtt" over DEFAULTS; ValueError says what is wrong."""
+    if not isinstance(cfg, dict):
+        raise ValueError("mqtt must be an object with host (and port, client_id, ...)")
+    out = dict(DEFAULTS)
+    out.update(cfg)
+    if not isinstance(out.get("host"), str) or not out["host"]:
+        raise ValueError("mqtt.host must be the broker's name or address")
+    for key, low, high in (("port", 1, 65535), ("keepalive_s", 5, 600)):
+        v = out[key]
+        if not isinstance(v, int) or isinstance(v, bool) or not low <= v <= high:
+            raise ValueError("mqtt.%s must be a whole number from %d to %d" % (key, low, high))
+    for key in ("client_id", "user", "password", "discovery_prefix", "base_topic"):
+        v = out.get(key)
+        if v is not None and not isinstance(v, str):
+            raise ValueError("mqtt.%s must be a string" % key)
+    return out
+
+
+def _default_id():
+    # the board's unique id, as ESPHome and Tasmota name a device by its MAC (the one read of
+    # the hardware here: the link has nothing else to name the body by)
+    try:
+        import machine
+        import binascii
+
+        return "organbus-" + binascii.hexlify(machine.unique_id()).decode()[-12:]
+    except Exception:
+        return "organbus"
+
+
+def start(body, config):
+    """The link's entry (config "mqtt"): the Link, its tasks started and its /status section
+    "mqtt", or None (the reason on the event log)."""
+    try:
+        cfg = settings(config.get("mqtt"))
+    except ValueError as e:
+        log.emit("mqtt", [("what", "refused"), ("reason", str(e))])
+        return None
+    from master.links.mcp import SERVER_INFO
+
+    node = _node(cfg.get("client_id") or _default_id())
+    link = Link(body, cfg, node, SERVER_INFO["version"])
+    body.add_status_section("mqtt", link.status)
+    asyncio.create_task(link.client.run())
+    asyncio.create_task(link.run())
+    log.emit("mqtt", [("what", "start"), ("broker", link.broker), ("node", node)])
+    return link
