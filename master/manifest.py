@@ -17,6 +17,6 @@ if options.nudge:
 if options.xiaozhi:
     include("links/xiaozhi.manifest.py")
 if options.mqtt:
-    include("links/mqtt/manifest.py")
+    include("links/mqtt.manifest.py")
 if options.ota:
     include("ota/manifest.py")

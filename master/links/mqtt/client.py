@@ -6,7 +6,7 @@ from micropython import const
 from master.links.mqtt import packet
 
 LIMIT = const(4608)  # the largest packet kept from the broker (a 4096-byte plan and its topic)
-QUEUE = const(16)  # publishes held while the broker is slow or away (retained: one per topic)
+QUEUE = const(8)  # messages held while the broker is slow or away (and one per retained topic)
 BACKOFF_MAX = const(16)  # seconds between two connection attempts at most (1, 2, 4, 8, 16)
 
 
@@ -14,10 +14,13 @@ class Client:
     """Connects and stays connected; `publish` never waits (it queues, bounded); `on_message(topic,
     payload)` is called for every PUBLISH received; `on_connect()` after each CONNACK.
 
-    A payload may be a function returning the bytes, called when the packet is written (a retained
-    document built once, from the live state, however long the broker was away). A retained
-    publish replaces one still queued for its topic; a full queue drops its oldest message that
-    is not retained (`dropped`). A packet over LIMIT is skipped unread (`oversize`)."""
+    A payload is bytes, text or a JSON document (written piece by piece, httpd.json_pieces, so
+    the menu is never one string), or a function returning one, called when the packet is
+    written (a retained document built then, from the live state, however long the broker was
+    away). A retained
+    publish replaces one still queued for its topic (so they are as many as the topics); of the
+    others QUEUE are held, a full queue drops its oldest (`dropped`). A packet from the broker over LIMIT is skipped unread (`oversize`).
+    """
 
     def __init__(self, host, port, client_id, keepalive_s=30, user=None, password=None, will=None):
         self.host, self.port, self.client_id = host, port, client_id
@@ -38,18 +41,19 @@ class Client:
 
     def publish(self, topic, payload, qos=0, retain=False):
         q = self._queue
-        if retain:
-            for i in range(len(q)):
-                if q[i][3] and q[i][0] == topic:
+        held = 0  # messages not retained in the queue
+        first = -1
+        for i in range(len(q)):
+            if q[i][3]:
+                if retain and q[i][0] == topic:
                     q[i] = (topic, payload, qos, retain)
                     return
-        if len(q) >= QUEUE:
-            k = 0
-            for i in range(len(q)):
-                if not q[i][3]:
-                    k = i
-                    break
-            q.pop(k)
+            else:
+                held += 1
+                if first < 0:
+                    first = i
+        if not retain and held >= QUEUE:
+            q.pop(first)
             self.dropped += 1
         q.append((topic, payload, qos, retain))
         self._wake.set()
@@ -59,7 +63,7 @@ class Client:
         while True:
             try:
                 await self._session()
-            except (OSError, ValueError, EOFError, asyncio.TimeoutError) as e:
+            except Exception as e:  # the broker, the network, the heap: try again later
                 self.last_error = repr(e)
             if self.connected:
                 backoff = 1  # a session that got its CONNACK: the next attempt starts over
@@ -84,9 +88,8 @@ class Client:
             packet.connect(self.client_id, self.keepalive_s, self.user, self.password, self.will)
         )
         await writer.drain()
-        buf = bytearray(LIMIT + 5)
-        state = [0, 0]  # bytes held in buf, bytes of an oversize packet still to skip
-        first, body = await asyncio.wait_for(self._read(reader, buf, state), 10)
+        head = bytearray(5)  # a packet's fixed header: its type and up to 4 length bytes
+        first, body = await asyncio.wait_for(self._read(reader, head), 10)
         if first != packet.CONNACK or len(body) < 2 or body[1] != 0:
             raise ValueError("connection refused by the broker: %r" % (body,))
         self.connected = True
@@ -101,7 +104,7 @@ class Client:
         try:
             while True:
                 first, body = await asyncio.wait_for(
-                    self._read(reader, buf, state), self.keepalive_s * 3 // 2 + 1
+                    self._read(reader, head), self.keepalive_s * 3 // 2 + 1
                 )
                 if first & 0xF0 == packet.PUBLISH:
                     topic, payload, qos, retain, pid = packet.publish_fields(first, body)
@@ -129,8 +132,15 @@ class Client:
                     if isinstance(payload, str):
                         payload = payload.encode()
                     pid = self._next_pid() if qos else 0
-                    writer.write(packet.publish_head(topic, len(payload), qos, retain, pid))
-                    writer.write(payload)
+                    if isinstance(payload, (bytes, bytearray)):
+                        writer.write(packet.publish_head(topic, len(payload), qos, retain, pid))
+                        writer.write(payload)
+                    else:  # a document: its JSON written piece by piece (the menu, a config)
+                        from master.links import httpd  # (the master has it loaded: HTTP's)
+
+                        n = httpd.json_length(payload)
+                        writer.write(packet.publish_head(topic, n, qos, retain, pid))
+                        await httpd.write_json(writer, payload, self.keepalive_s)
                     payload = None
                     await asyncio.wait_for(writer.drain(), self.keepalive_s)
                 await asyncio.wait_for(writer.drain(), self.keepalive_s)
@@ -143,32 +153,28 @@ class Client:
         self._pid = self._pid % 65535 + 1
         return self._pid
 
-    async def _read(self, reader, buf, state):
+    async def _read(self, reader, head):
+        """(first byte, body bytes) of the next packet; its body is read at its own size (most
+        are a few bytes: nothing of LIMIT is held between packets); one over LIMIT is skipped."""
         while True:
-            n = state[0]
-            if state[1]:  # the rest of an oversize packet: dropped as it comes
-                k = min(state[1], n)
-                buf[: n - k] = buf[k:n]
-                state[0] = n = n - k
-                state[1] -= k
-            if not state[1]:
+            head[0] = (await reader.readexactly(1))[0]
+            n = 1
+            while True:
+                head[n] = (await reader.readexactly(1))[0]
+                n += 1
                 try:
-                    got = packet.parse(buf, n, LIMIT)
-                except packet.Oversize as e:
-                    self.oversize += 1
-                    state[1] = e.size
-                    continue
+                    got = packet.remaining(head, n)
                 except ValueError:
                     self.refused += 1
                     raise
                 if got:
-                    used, first, body = got
-                    out = first, bytes(body)
-                    buf[: n - used] = buf[used:n]
-                    state[0] = n - used
-                    return out
-            chunk = await reader.read(len(buf) - n)
-            if not chunk:
-                raise EOFError("broker closed")
-            buf[n : n + len(chunk)] = chunk
-            state[0] = n + len(chunk)
+                    break
+            size = got[1]
+            if size <= LIMIT:
+                return head[0], (await reader.readexactly(size)) if size else b""
+            self.oversize += 1
+            while size:
+                chunk = await reader.read(min(size, 512))
+                if not chunk:
+                    raise EOFError("broker closed")
+                size -= len(chunk)

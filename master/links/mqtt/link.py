@@ -19,7 +19,7 @@ from organbus import plan as _plan
 from master.bus.outcome import ACCEPTED
 from master.links.mqtt import discovery
 from master.links.mqtt.client import Client
-from master.links.routes import answer
+from master.links.routes import answer, menu_pieces
 from master.links.sse import StampedFeed
 
 DEFAULTS = {
@@ -29,7 +29,7 @@ DEFAULTS = {
     "base_topic": "organbus",  # the body's topics: <base_topic>/<client_id>/...
 }
 IN_FLIGHT = const(4)  # plans from MQTT running at once; one more is answered 503
-FEED = const(16)  # hub events held for the link's task (older ones dropped, counted)
+FEED = const(8)  # hub events held for the link's task (older ones dropped, counted)
 BLINK_COUNT = const(3)  # the light's blink effect: led_blink count and period, within bounds
 BLINK_PERIOD_MS = const(500)
 _ERRORS = ("crc_errors", "bad_version", "oversize", "bad_eof", "abandoned", "unknown")
@@ -88,11 +88,17 @@ class Link:
         self.commands = 0  # Home Assistant commands run
         self.events_sent = 0
         self.told = 0  # feed.dropped already handled
+        self.errors = 0  # events the link's task could not handle (MemoryError)
 
     # -- retained state ---------------------------------------------------------------------
 
     def _json(self, topic, fn, qos=0):
-        self.client.publish(topic, lambda: json.dumps(fn()), qos, True)
+        # a retained document, built when it is written (the client writes it piece by piece)
+        self.client.publish(topic, fn, qos, True)
+
+    def menu(self):
+        # GET /menu's document, each capability built as it is written (routes.menu_pieces)
+        return menu_pieces(self.body)
 
     def diagnostics(self):
         b = self.body
@@ -113,12 +119,13 @@ class Link:
         c = self.client
         base = self.base
         c.publish(base + "/availability", b"online", 1, True)
-        topic, doc = discovery.body_config(self.prefix, self.node, base, self.version)
-        c.publish(topic, json.dumps(doc), 1, True)
-        doc = None
+        topic = discovery.body_config(self.prefix, self.node, base, self.version)[0]
+        self._json(
+            topic, lambda: discovery.body_config(self.prefix, self.node, base, self.version)[1], 1
+        )
         v = self.version
         self._json(base + "/update", lambda: {"installed_version": v, "latest_version": v})
-        self._json(base + "/menu", self.body.menu, 1)
+        self._json(base + "/menu", self.menu, 1)
         self._json(base + "/diagnostics", self.diagnostics)
         self.sync(True)
 
@@ -168,10 +175,17 @@ class Link:
             for k in known[1]:
                 if k not in plats:
                     gone[k] = known[1][k]
-            doc = discovery.organ_config(
-                self.prefix, self.node, self.base, mid, cmps, gone, known[2]
-            )[1]
-            self.client.publish(topic, json.dumps(doc), 1, True)
+            cmps = None  # built again when written: nothing of it held while queued
+            names = known[0]
+            organ = known[2]
+
+            def doc():
+                c = discovery.organ_components(self.base, mid, names)
+                return discovery.organ_config(
+                    self.prefix, self.node, self.base, mid, c, gone, organ
+                )[1]
+
+            self._json(topic, doc, 1)
             if "led_on" in known[0]:
                 self.client.publish(
                     self.base + "/" + mid + "/light", self.lights.get(mid, "OFF"), 0, True
@@ -212,13 +226,17 @@ class Link:
             why = "%d plans from MQTT are running already, the most this body takes" % IN_FLIGHT
             self.report(ref, 503, {"error": why, "problems": [why]})
             return
-        self.running += 1
 
         def done(run):
             self.running -= 1
             self.report(ref, 200, run.report())
 
-        kind, obj = self.body.submit(raw, None, done)
+        self.running += 1
+        try:
+            kind, obj = self.body.submit(raw, None, done)
+        except Exception:  # (MemoryError) nothing runs: not counted as running
+            self.running -= 1
+            raise
         if kind != ACCEPTED:
             self.running -= 1
             status, payload = answer(kind, obj)
@@ -273,19 +291,28 @@ class Link:
         feed = self.feed
         while True:
             event, pairs = await feed.wait()
-            if self.client.connected:
-                self.client.publish(self.base + "/events", _item(event, pairs))
-                self.events_sent += 1
-            lost = feed.dropped != self.told
-            self.told = feed.dropped
-            if event in _LIFE or lost:
-                self.sync()
-            if event == "menu" or lost:
-                self._json(self.base + "/menu", self.body.menu, 1)
-            if event == "step":
-                self._light(pairs)
-            if event in _DIAG or lost:
-                self._json(self.base + "/diagnostics", self.diagnostics)
+            try:
+                self.heard(event, pairs)
+            except Exception as e:  # the heap, a bug: said, and the next event is heard
+                self.errors += 1
+                log.emit("mqtt", [("what", "error"), ("event", event), ("error", repr(e))])
+
+    def heard(self, event, pairs):
+        """One hub event: out on the events topic, and the retained state it changes."""
+        feed = self.feed
+        if self.client.connected:  # its JSON made when written
+            self.client.publish(self.base + "/events", lambda: _item(event, pairs))
+            self.events_sent += 1
+        lost = feed.dropped != self.told
+        self.told = feed.dropped
+        if event in _LIFE or lost:
+            self.sync()
+        if event == "menu" or lost:
+            self._json(self.base + "/menu", self.menu, 1)
+        if event == "step":
+            self._light(pairs)
+        if event in _DIAG or lost:
+            self._json(self.base + "/diagnostics", self.diagnostics)
 
     def _light(self, pairs):
         d = dict(pairs)
@@ -313,6 +340,7 @@ class Link:
             "commands": self.commands,
             "events_sent": self.events_sent,
             "events_lost": self.feed.dropped,
+            "errors": self.errors,
             "last_error": c.last_error,
         }
 

@@ -94,13 +94,9 @@ class Oversize(ValueError):
         self.size = size
 
 
-def parse(buf, n, limit):
-    """One packet from buf[:n]: (used, first, body) or None when incomplete.
-
-    Raises ValueError when the remaining length is malformed, Oversize (a ValueError) when it is
-    over `limit` bytes."""
-    if n < 2:
-        return None
+def remaining(buf, n):
+    """(header bytes, remaining length) of the packet at buf[:n], or None when its length
+    bytes are not all there yet; ValueError for more than 4 of them."""
     size = 0
     shift = 0
     i = 1
@@ -111,10 +107,21 @@ def parse(buf, n, limit):
         size |= (b & 0x7F) << shift
         i += 1
         if not b & 0x80:
-            break
+            return i, size
         shift += 7
         if shift > 21:
             raise ValueError("remaining length over 4 bytes")
+
+
+def parse(buf, n, limit):
+    """One packet from buf[:n]: (used, first, body) or None when incomplete.
+
+    Raises ValueError when the remaining length is malformed, Oversize (a ValueError) when it is
+    over `limit` bytes."""
+    got = remaining(buf, n)
+    if got is None:
+        return None
+    i, size = got
     if size > limit:
         raise Oversize("packet of %d bytes over the limit %d" % (size, limit), i + size)
     if n < i + size:
