@@ -217,3 +217,34 @@ def test_broker_away_10_s(tmp_path, broker):
         ha.close()
     finally:
         b.stop()
+
+
+def test_at_the_documented_heap(tmp_path, broker):
+    # the master's 80 KB (launch.DATA_NEEDS): plans on the plan topic and Home Assistant's
+    # commands answered beside the link; the free heap printed (docs/links.md "MQTT", memory)
+    from vbody import launch
+
+    heap = "%dk" % (launch.DATA_NEEDS["master"] // 1024)
+    ha = HA(broker.port)
+    b = _body(tmp_path, broker, "h1", heap=heap, heap_report_ms=1000)
+    b.start()
+    try:
+        assert b.wait_http(30) and b.wait_menu(["led_on", "chime"], 30), _told(b)
+        assert ha.wait("organbus/h1/availability", lambda p: p == b"online", 10)
+        blink = json.dumps(plan_of([("led_blink", {"count": 2, "period_ms": 100})]))
+        k = ha.mark()
+        for i in range(5):
+            ha.publish("organbus/h1/cmd/LED_001/light", b"ON" if i % 2 == 0 else b"OFF")
+            ha.publish("organbus/h1/plan/p%d" % i, blink.encode())
+            time.sleep(1.0)
+        for i in range(5):
+            rep = ha.wait("organbus/h1/report/p%d" % i, None, 20, k)
+            assert rep is not None and json.loads(rep[2])["status"] == 200, (i, rep, _told(b))
+        ha_reps = [m for m in ha.msgs[k:] if m[1] == "organbus/h1/report/ha"]
+        assert len(ha_reps) == 5 and all(json.loads(m[2])["status"] == 200 for m in ha_reps), ha_reps  # fmt: skip
+        frees = [e["free"] for e in b.events if e.get("src") == "master" and e.get("event") == "heap"]  # fmt: skip
+        print("--heap %s with the MQTT link: free after gc.collect %s" % (heap, frees[-6:]))
+        assert not [e for e in b.events if e.get("event") == "mqtt" and e.get("what") == "error"]
+    finally:
+        b.stop()
+        ha.close()

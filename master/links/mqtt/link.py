@@ -1,9 +1,11 @@
 # The MQTT link (config "mqtt"): the body on a broker: Home Assistant discovery and commands, its menu, plans in, reports and events out.
 #
-# One client (client.py: its own reconnecting task, a bounded queue, never waited on) and one
-# task of its own reading a bounded hub Feed (the items of GET /events): every event goes out
-# on `<base>/events`, and the lifecycle ones (registered, offline, menu) bring the retained
-# state up to date: organ availability, Home Assistant configs, the menu, the diagnostics.
+# One client (client.py: its own reconnecting task and its writer's, a bounded queue, never
+# waited on). The link hears the hub (master/bus/hub.py) and copies each event, described as
+# GET /events describes it, into the client's bounded queue for `<base>/events` (the client's
+# writer task does the slow part, as a Feed's consumer would: no task of the link's own, ~1.5 KB
+# less); the lifecycle events (registered, offline, menu) also bring the retained state up to
+# date: organ availability, Home Assistant configs, the menu, the diagnostics.
 # Plans come in on `<base>/plan[/<ref>]` as raw bytes and go to Body.submit, the one strict
 # path POST /plan takes; the answer (the HTTP route's status and body) goes to
 # `<base>/report[/<ref>]`. Retained documents are built when written (client.py), from the
@@ -16,11 +18,11 @@ from micropython import const
 from organbus import log
 from organbus import plan as _plan
 
+from master.bus.hub import describe
 from master.bus.outcome import ACCEPTED
 from master.links.mqtt import discovery
 from master.links.mqtt.client import Client
 from master.links.routes import answer, menu_pieces
-from master.links.sse import StampedFeed
 
 DEFAULTS = {
     "port": 1883,
@@ -29,7 +31,6 @@ DEFAULTS = {
     "base_topic": "organbus",  # the body's topics: <base_topic>/<client_id>/...
 }
 IN_FLIGHT = const(4)  # plans from MQTT running at once; one more is answered 503
-FEED = const(8)  # hub events held for the link's task (older ones dropped, counted)
 BLINK_COUNT = const(3)  # the light's blink effect: led_blink count and period, within bounds
 BLINK_PERIOD_MS = const(500)
 _ERRORS = ("crc_errors", "bad_version", "oversize", "bad_eof", "abandoned", "unknown")
@@ -79,7 +80,7 @@ class Link:
         ]
         c.on_connect = self.on_connect
         c.on_message = self.on_message
-        self.feed = StampedFeed(body, FEED, body.stamp)
+        body.subscribe(self.on_event)
         self.organs = {}  # module_id -> [names, {component id: platform}, descriptor, online]
         self.lights = {}  # module_id -> "ON" / "OFF", from the steps that ran
         self.running = 0
@@ -87,8 +88,7 @@ class Link:
         self.reports = 0
         self.commands = 0  # Home Assistant commands run
         self.events_sent = 0
-        self.told = 0  # feed.dropped already handled
-        self.errors = 0  # events the link's task could not handle (MemoryError)
+        self.errors = 0  # hub events the link could not handle (MemoryError)
 
     # -- retained state ---------------------------------------------------------------------
 
@@ -285,33 +285,31 @@ class Link:
                 out[p["name"]] = min(max(out[p["name"]], p["min"]), p["max"])
         return out
 
-    # -- the link's task: the hub's events -------------------------------------------------
+    # -- the hub's events: copied, queued, and the retained state they change ------------------
 
-    async def run(self):
-        feed = self.feed
-        while True:
-            event, pairs = await feed.wait()
-            try:
-                self.heard(event, pairs)
-            except Exception as e:  # the heap, a bug: said, and the next event is heard
-                self.errors += 1
-                log.emit("mqtt", [("what", "error"), ("event", event), ("error", repr(e))])
+    def on_event(self, event, port, data):
+        """A hub subscriber: returns at once, keeps nothing of `data` (its described copy goes
+        into the client's bounded queue); an error is counted and said, never raised."""
+        try:
+            pairs = describe(event, port, data)
+            pairs.insert(0, ("t_ms", self.body.stamp()))  # as GET /events stamps its items
+            self.heard(event, pairs)
+        except Exception as e:  # (MemoryError) the bus goes on
+            self.errors += 1
+            log.emit("mqtt", [("what", "error"), ("event", event), ("error", repr(e))])
 
     def heard(self, event, pairs):
         """One hub event: out on the events topic, and the retained state it changes."""
-        feed = self.feed
         if self.client.connected:  # its JSON made when written
             self.client.publish(self.base + "/events", lambda: _item(event, pairs))
             self.events_sent += 1
-        lost = feed.dropped != self.told
-        self.told = feed.dropped
-        if event in _LIFE or lost:
+        if event in _LIFE:
             self.sync()
-        if event == "menu" or lost:
+        if event == "menu":
             self._json(self.base + "/menu", self.menu, 1)
         if event == "step":
             self._light(pairs)
-        if event in _DIAG or lost:
+        if event in _DIAG:
             self._json(self.base + "/diagnostics", self.diagnostics)
 
     def _light(self, pairs):
@@ -339,7 +337,6 @@ class Link:
             "reports": self.reports,
             "commands": self.commands,
             "events_sent": self.events_sent,
-            "events_lost": self.feed.dropped,
             "errors": self.errors,
             "last_error": c.last_error,
         }
@@ -390,6 +387,5 @@ def start(body, config):
     link = Link(body, cfg, node, SERVER_INFO["version"])
     body.add_status_section("mqtt", link.status)
     asyncio.create_task(link.client.run())
-    asyncio.create_task(link.run())
     log.emit("mqtt", [("what", "start"), ("broker", link.broker), ("node", node)])
     return link
