@@ -76,6 +76,23 @@ def test_home_assistant_sees_and_drives_the_body(tmp_path, broker):
         assert st is not None, "the light's state topic said ON within 2 s"
         ha.publish(cmd, b"OFF")
         assert ha.wait(state, lambda p: p == b"OFF", 3, k), "and OFF"
+        # the blink effect: led_blink within its bounds, the default and one given
+        effect = light["fx_cmd_t"].replace("~", base, 1)
+        for payload in (b"blink", b"blink 2 100"):
+            m, k = b.mark(), ha.mark()
+            ha.publish(effect, payload)
+            rep = ha.wait(base + "/report/ha", lambda p: b"led_blink" in p, 15, k)
+            assert rep is not None and json.loads(rep[2])["status"] == 200, (payload, rep)
+            steps = json.loads(rep[2])["reply"]["steps"]
+            assert steps[0]["action"] == "led_blink" and steps[0]["status"] == "done", steps
+            ons = b.select(lambda e: e["src"] == "led" and e.get("event") == "pin" and e["value"] == 1, m)  # fmt: skip
+            assert len(ons) >= 2, "the LED blinked: %s" % ons
+        # out of the ability's bounds: answered as POST /plan answers the same one step
+        status, reply = b.request("POST", "/plan", json.dumps(plan_of([("led_blink", {"count": 99, "period_ms": 100})])).encode())  # fmt: skip
+        k = ha.mark()
+        ha.publish(effect, b"blink 99 100")
+        rep = ha.wait(base + "/report/ha", lambda p: b"led_blink" in p or b"count" in p, 15, k)
+        assert rep is not None and json.loads(rep[2])["status"] == status, (rep, status, reply)
         # the notify entity's message is spoken: a WAV is written
         if "speak" in b.menu_names():
             wav0 = _wav_bytes(b)
