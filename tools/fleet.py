@@ -2,10 +2,10 @@
 # The fleet on a broker: list the organbus bodies with their menus and state, send one plan to one body or every body able to run it.
 """organbus fleet over MQTT (docs/links.md "MQTT").
 
-  tools/fleet.py --mqtt HOST:PORT                    list the bodies: availability, abilities, diagnostics
-  tools/fleet.py --mqtt HOST:PORT --plan FILE        send the plan to every online body whose menu has
-                                                     all its actions; print each body's report
-  tools/fleet.py --mqtt HOST:PORT --plan FILE --to NAME   to that body alone
+  tools/fleet.py --mqtt HOST:PORT                  the bodies: availability, abilities, diagnostics
+  tools/fleet.py --mqtt HOST:PORT --plan FILE      the plan to every online body whose menu has
+                                                   all its actions; each body's report printed
+  tools/fleet.py --mqtt HOST:PORT --plan FILE --to NAME    to that body alone
 
 Each report is printed as one JSON line {"body", "status", "reply"}: the same status and body as
 POST /plan on that body.

@@ -17,10 +17,9 @@ class Client:
     A payload is bytes, text or a JSON document (written piece by piece, httpd.json_pieces, so
     the menu is never one string), or a function returning one, called when the packet is
     written (a retained document built then, from the live state, however long the broker was
-    away). A retained
-    publish replaces one still queued for its topic (so they are as many as the topics); of the
-    others QUEUE are held, a full queue drops its oldest (`dropped`). A packet from the broker over LIMIT is skipped unread (`oversize`).
-    """
+    away). A retained publish replaces one still queued for its topic (so they are as many as
+    the topics); of the others QUEUE are held, a full queue drops its oldest (`dropped`). A
+    packet from the broker over LIMIT is skipped unread (`oversize`)."""
 
     def __init__(self, host, port, client_id, keepalive_s=30, user=None, password=None, will=None):
         self.host, self.port, self.client_id = host, port, client_id

@@ -90,7 +90,7 @@ class Oversize(ValueError):
     """A packet whose remaining length is over the limit; `size`: the whole packet's bytes."""
 
     def __init__(self, msg, size):
-        ValueError.__init__(self, msg)
+        super().__init__(msg)
         self.size = size
 
 
