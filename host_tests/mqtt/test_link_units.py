@@ -21,7 +21,7 @@ class Body:
         self.submitted = []
         self.refused = 0
         self.max_steps = 16
-        self.sheet = type("S", (), {"finished": 0})()
+        self.accepted = 0
 
     def capabilities(self):
         return self.caps

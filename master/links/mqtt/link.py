@@ -109,7 +109,7 @@ class Link:
                 errors += c.get(k, 0)
         return {
             "organs_online": len(b.online_organs()),
-            "plans_run": b.sheet.finished,
+            "plans_run": b.accepted,  # finished and running
             "plans_refused": b.refused,
             "decoder_errors": errors,
         }
