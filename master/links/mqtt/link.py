@@ -148,12 +148,10 @@ class Link:
                 known = self.organs[mid] = [now, {}, online[mid], False]
             known[0] = now
             known[2] = online[mid]
+            self._config(mid, known, force)
             if not known[3] or force:
-                self._config(mid, known, force)
                 c.publish(self.base + "/" + mid + "/availability", b"online", 1, True)
                 known[3] = True
-            else:
-                self._config(mid, known, force)
         for mid in self.organs:
             known = self.organs[mid]
             if mid in online:
@@ -190,8 +188,8 @@ class Link:
                 self.client.publish(
                     self.base + "/" + mid + "/light", self.lights.get(mid, "OFF"), 0, True
                 )
-        elif known[1] or force:
-            self.client.publish(topic, b"", 1, True)  # nothing left: the device is removed
+        elif known[1]:  # it had components, none is left: the device is removed
+            self.client.publish(topic, b"", 1, True)
         known[1] = plats
 
     # -- the client's callbacks (its reader task: they only queue) ------------------------------
