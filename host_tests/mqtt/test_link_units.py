@@ -135,3 +135,19 @@ def test_settings_refusals():
     with pytest.raises(ValueError, match="keepalive_s"):
         L.settings({"host": "h", "keepalive_s": 1})
     assert L._node("my body/1") == "my_body_1"
+
+
+def test_version_is_the_installed_update_when_there_is_one(monkeypatch):
+    import sys
+    import types
+
+    from master.links.mcp import SERVER_INFO
+
+    assert L._version({"board": {"flash": ""}}) == SERVER_INFO["version"] or (
+        "master.ota.service" in sys.modules
+    )
+    fake = types.ModuleType("master.ota.service")
+    fake.read_state = lambda root: {"version": "2.5" if root == "/f" else None}
+    monkeypatch.setitem(sys.modules, "master.ota.service", fake)
+    assert L._version({"board": {"flash": "/f"}}) == "2.5"
+    assert L._version({"board": {"flash": "/g"}}) == SERVER_INFO["version"]

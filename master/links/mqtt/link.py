@@ -371,6 +371,21 @@ def _default_id():
         return "organbus"
 
 
+def _version(config):
+    # the running code's version: the update's bundle when one is installed (its ota.json, read
+    # only when the update runs and has it loaded), else the code's own (MCP's serverInfo)
+    import sys
+
+    from master.links.mcp import SERVER_INFO
+
+    ota = sys.modules.get("master.ota.service")
+    if ota is not None:
+        v = ota.read_state((config.get("board") or {}).get("flash", "")).get("version")
+        if isinstance(v, str) and v:
+            return v
+    return SERVER_INFO["version"]
+
+
 def start(body, config):
     """The link's entry (config "mqtt"): the Link, its tasks started and its /status section
     "mqtt", or None (the reason on the event log)."""
@@ -379,10 +394,8 @@ def start(body, config):
     except ValueError as e:
         log.emit("mqtt", [("what", "refused"), ("reason", str(e))])
         return None
-    from master.links.mcp import SERVER_INFO
-
     node = _node(cfg.get("client_id") or _default_id())
-    link = Link(body, cfg, node, SERVER_INFO["version"])
+    link = Link(body, cfg, node, _version(config))
     body.add_status_section("mqtt", link.status)
     asyncio.create_task(link.client.run())
     log.emit("mqtt", [("what", "start"), ("broker", link.broker), ("node", node)])
