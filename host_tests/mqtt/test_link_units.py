@@ -44,6 +44,7 @@ class Sent:
     def __init__(self):
         self.out = []
         self.connected = True
+        self.retained = 0
 
     def publish(self, topic, payload, qos=0, retain=False):
         if callable(payload):
@@ -125,6 +126,13 @@ def test_commands_are_one_step_plans_of_that_organ():
     lk.on_message("organbus/n1/plan/r7", b"{}")
     assert b.submitted[-1] == b"{}", "a plan goes to the Body as its raw bytes"
     assert json.loads(lk.client.last("organbus/n1/report/r7"))["status"] == 422
+    n = len(b.submitted)
+    lk.client.retained = 1  # a retained plan or command (it would run at every connect)
+    lk.on_message("organbus/n1/plan/r8", b"{}")
+    lk.on_message("organbus/n1/cmd/B/light", b"ON")
+    assert len(b.submitted) == n and lk.client.last("organbus/n1/report/r8") is None
+    lk.on_message("homeassistant/status", b"online")  # a retained birth still counts
+    assert lk.client.last("organbus/n1/menu") is not None
 
 
 def test_settings_refusals():

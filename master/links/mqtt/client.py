@@ -28,6 +28,7 @@ class Client:
         self.on_connect = None
         self.subscriptions = []  # (filter, qos), renewed on each connect
         self.connected = False
+        self.retained = 0  # the retain flag of the PUBLISH on_message is called for
         self.connects = 0  # CONNACKs taken
         self.dropped = 0  # publishes dropped from a full queue
         self.refused = 0  # bad packets from the broker (each drops the connection)
@@ -110,6 +111,7 @@ class Client:
                     if qos:
                         writer.write(packet.puback(pid))
                     if self.on_message:
+                        self.retained = retain  # (the callback's to look at)
                         self.on_message(topic, payload)
         finally:
             sender.cancel()

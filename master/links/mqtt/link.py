@@ -203,6 +203,9 @@ class Link:
             if topic == self.prefix + "/status":
                 if bytes(payload) == b"online":
                     self.publish_all()
+            elif self.client.retained and topic.startswith(base + "/"):
+                # a retained plan or command would run again at every connect: never run
+                log.emit("mqtt", [("what", "ignored"), ("topic", topic), ("why", "retained")])
             elif topic == base + "/plan" or topic.startswith(base + "/plan/"):
                 self.plans += 1
                 self.run_plan(payload, topic[len(base) + 6 :])
