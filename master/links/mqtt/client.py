@@ -110,6 +110,7 @@ class Client:
                     topic, payload, qos, retain, pid = packet.publish_fields(first, body)
                     if qos:
                         writer.write(packet.puback(pid))
+                        self._wake.set()  # the writer task drains it (MicroPython buffers)
                     if self.on_message:
                         self.retained = retain  # (the callback's to look at)
                         self.on_message(topic, payload)
