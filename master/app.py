@@ -1,7 +1,7 @@
 # Wiring only: build the bus, start the UART edges and the timer, then start each configured link.
 #
 # `run(uarts, config, board)`: `config` is the master's /config.json (the links' sections:
-# http, events, nudge_url, idle, ota, xiaozhi); `board` is what the entry point knows of the
+# http, events, nudge_url, idle, ota, xiaozhi, mqtt); `board` is what the entry point knows of the
 # hardware and the host (its keys: BOARD below). Every link has one entry, `start(body, config)`,
 # given the Body (master/bus/body.py, the one interface a link gets) and the config with the
 # board under "board"; a link that serves HTTP returns its routes. A link whose section is not
@@ -103,6 +103,10 @@ async def run(uarts, config=None, board=None):
         xiaozhi_link = _link("links", "xiaozhi_link")
         if xiaozhi_link:
             xiaozhi_link.start(b, cfg)
+    if cfg.get("mqtt"):  # the MQTT link: a broker, Home Assistant (master/links/mqtt/)
+        mqtt = _link("links.mqtt", "link")
+        if mqtt:
+            mqtt.start(b, cfg)
     if brd["console"] == "link":
         jsonlines = _link("links", "jsonlines")
         if jsonlines:

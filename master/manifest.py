@@ -3,7 +3,7 @@
 # micropython-lib's component style (aioble's options): a board freezes only the links it
 # runs; boards/c6_master/manifest.py passes them, and tools/flash.py reads these same files to
 # install what the config it writes names (tools/deploy/roles.py, docs/master.md).
-options.defaults(console=True, nudge=True, xiaozhi=True, ota=True)
+options.defaults(console=True, nudge=True, xiaozhi=True, mqtt=True, ota=True)
 
 package("master", files=["__init__.py", "app.py", "edge.py"], base_path="..")
 package("master/bus", base_path="..")
@@ -16,5 +16,7 @@ if options.nudge:
     include("links/nudge.manifest.py")
 if options.xiaozhi:
     include("links/xiaozhi.manifest.py")
+if options.mqtt:
+    include("links/mqtt.manifest.py")
 if options.ota:
     include("ota/manifest.py")

@@ -74,3 +74,29 @@ def test_unix_port_client_echo(broker):
         ["host_tests/mqtt/mp_client_echo.py", str(broker.port)], heapsize="64k", timeout=60
     )
     assert "connected True [('mp1/in', b'echo')]" in r.stdout, r.stdout + r.stderr
+
+
+def test_oversize_packet_skipped_session_goes_on(broker):
+    ha, got = _ha(broker.port, "b3/#")
+    time.sleep(0.3)
+    received = []
+
+    async def main():
+        c = Client("127.0.0.1", broker.port, "b3", 30)
+        c.subscriptions = [("b3/in", 1)]
+        c.on_message = lambda t, p: received.append((t, bytes(p)))
+        task = asyncio.create_task(c.run())
+        for _ in range(50):
+            if c.connected:
+                break
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(0.3)
+        ha.publish("b3/in", b"x" * 6000, qos=1)  # over LIMIT: skipped, the session goes on
+        ha.publish("b3/in", b"after", qos=1)
+        await asyncio.sleep(1.0)
+        assert received == [("b3/in", b"after")], received
+        assert c.oversize == 1 and c.connected and c.connects == 1, (c.oversize, c.connects)
+        task.cancel()
+
+    asyncio.run(main())
+    ha.loop_stop()

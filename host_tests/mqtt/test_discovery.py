@@ -4,27 +4,30 @@ UNIX_PORT = True  # also run by host_tests/ports/test_unix_port.py
 from master.links.mqtt import discovery
 
 
-def _cap(name, mid):
-    return {"name": name, "module_id": mid, "params": []}
-
-
-def test_entities_from_menu():
-    menu = {"capabilities": [_cap(n, "led1") for n in ("led_on", "led_off", "blink")]}
-    menu["capabilities"] += [_cap("speak", "spk1"), _cap("chime", "spk1")]
-    out = dict(discovery.configs("homeassistant", "b1", "organbus/b1", menu, "1.0"))
-    body = out["homeassistant/device/b1/config"]
+def test_body_and_organ_configs():
+    topic, body = discovery.body_config("homeassistant", "b1", "organbus/b1", "1.0")
+    assert topic == "homeassistant/device/b1/config", topic
     kinds = sorted(c["p"] for c in body["cmps"].values())
-    assert kinds == ["sensor", "sensor", "sensor", "update"]
-    led = out["homeassistant/device/b1_led1/config"]
-    assert led["dev"]["via_device"] == "b1" and led["cmps"]["led1_light"]["fx_list"] == ["blink"]
-    spk = out["homeassistant/device/b1_spk1/config"]["cmps"]
-    assert sorted(c["p"] for c in spk.values()) == ["button", "notify"]
-    ids = [c["uniq_id"] for d in out.values() for c in d["cmps"].values()]
-    assert len(ids) == len(set(ids)) == 7
+    assert kinds == ["sensor", "sensor", "sensor", "update"], kinds
+    assert body["o"]["name"] == "organbus" and body["dev"]["ids"] == ["b1"], body
+    led = discovery.organ_components("organbus/b1", "led1", ["led_on", "led_off", "led_blink"])
+    light = led["led1_light"]
+    assert light["fx_list"] == ["blink"] and light["~"] == "organbus/b1", light
+    spk = discovery.organ_components("organbus/b1", "spk1", ["speak", "chime"])
+    assert sorted(c["p"] for c in spk.values()) == ["button", "notify"], spk
+    topic, doc = discovery.organ_config("homeassistant", "b1", "organbus/b1", "led1", led)
+    assert topic == "homeassistant/device/b1_led1/config", topic
+    assert doc["dev"]["via_device"] == "b1" and doc["avty_mode"] == "all", doc
+    assert doc["avty"][1] == {"t": "~/led1/availability"}, doc["avty"]
+    ids = [c["uniq_id"] for d in (body["cmps"], led, spk) for c in d.values()]
+    assert len(ids) == len(set(ids)) == 7, ids
 
 
-def test_third_party_light_and_none():
-    menu = {"capabilities": [_cap("led_on", "acme"), _cap("led_off", "acme"), _cap("wave", "arm")]}
-    out = dict(discovery.configs("ha", "b2", "ob/b2", menu, "1.0"))
-    assert out["ha/device/b2_acme/config"]["cmps"]["acme_light"]["p"] == "light"
-    assert "ha/device/b2_arm/config" not in out  # nothing Home Assistant has a platform for
+def test_third_party_light_none_and_removal():
+    acme = discovery.organ_components("ob/b2", "acme", ["led_on", "led_off"])
+    assert acme["acme_light"]["p"] == "light" and "fx_list" not in acme["acme_light"], acme
+    assert discovery.organ_components("ob/b2", "arm", ["wave"]) == {}, "no platform for wave"
+    spk = discovery.organ_components("ob/b2", "spk", ["chime"])
+    gone = {"spk_speak": "notify"}
+    doc = discovery.organ_config("ha", "b2", "ob/b2", "spk", spk, gone)[1]
+    assert doc["cmps"]["spk_speak"] == {"p": "notify"}, "a gone component: its platform alone"

@@ -120,7 +120,7 @@ def test_the_master_manifests_name_every_module_once():
     tree = set()
     for path in _files("master"):
         rel = os.path.relpath(path, ROOT).replace(os.sep, "/")
-        if not rel.endswith("manifest.py") and "/mqtt/" not in rel:  # MQTT: not wired yet
+        if not rel.endswith("manifest.py"):
             tree.add(rel)
     named = [dest for _, dest in roles.manifest_files(roles.MASTER_MANIFEST)]
     assert len(named) == len(set(named))
@@ -134,17 +134,21 @@ def test_a_usb_install_takes_only_the_links_its_config_names():
     bare = [d for _, d in roles.role_files("master", links=roles.master_links({}))["modules"]]
     gone = sorted(set(full) - set(bare))
     assert gone == [d for d in full if d.startswith(("master/links/xiaozhi", "master/links/nudge",
-                    "master/links/jsonlines", "master/net/", "master/ota/"))], gone  # fmt: skip
+                    "master/links/jsonlines", "master/links/mqtt/", "master/net/",
+                    "master/ota/"))], gone  # fmt: skip
     assert "master/links/httpd.py" in bare and "master/bus/body.py" in bare, bare
     cfg = {"xiaozhi": {"ota_url": "http://x/"}, "http": {"token": "t"}}
     some = [d for _, d in roles.role_files("master", links=roles.master_links(cfg))["modules"]]
     assert "master/links/xiaozhi_link.py" in some and "master/ota/service.py" in some, some
     assert "master/links/jsonlines.py" not in some, some
+    mq = [d for _, d in roles.role_files("master", links=roles.master_links({"mqtt": {"host": "h"}}))["modules"]]  # fmt: skip
+    assert "master/links/mqtt/link.py" in mq and "master/links/xiaozhi.py" not in mq, mq
 
 
 LINK_MANIFESTS = ("master/links/http.manifest.py", "master/links/console.manifest.py",
                   "master/links/nudge.manifest.py", "master/links/xiaozhi.manifest.py",
-                  "master/net/manifest.py", "master/ota/manifest.py")  # fmt: skip
+                  "master/links/mqtt.manifest.py", "master/net/manifest.py",
+                  "master/ota/manifest.py")  # fmt: skip
 BUS_INSIDES = ("registry", "scheduler", "owners", "port", "status", "recent")
 
 

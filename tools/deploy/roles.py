@@ -153,6 +153,7 @@ def master_links(config):
         "console": config.get("console") == "link",
         "nudge": bool(config.get("nudge_url")),
         "xiaozhi": bool(config.get("xiaozhi")),
+        "mqtt": bool(config.get("mqtt")),
         "ota": bool(
             (config.get("ota") or {}).get("key") or (config.get("http") or {}).get("token")
         ),

@@ -22,6 +22,7 @@ USAGE = """organbus simulator.
   tools/sim.py --events             the same, stdout: the master's GET /events as JSON lines
   tools/sim.py --idle FILE          the master runs the idle plan in FILE when nobody sends one
   tools/sim.py --config FILE        the master's /config.json (token, update key, nudges, ...)
+  tools/sim.py --mqtt HOST:PORT [--id NAME]  the master joins an MQTT broker (Home Assistant)
   tools/sim.py board ROLE [...]     one board (master, led, speaker) alone, its UARTs on TCP
 
 Type `help` in the console for its commands.
@@ -94,6 +95,21 @@ def run_body(args):
             return 2
         if note:
             sys.stderr.write("sim.py: note: --config %s: %s\n" % (args.config, note))
+    if args.id and not args.mqtt:
+        raise SystemExit("sim: --id names the body on a broker: give --mqtt HOST:PORT too")
+    if args.mqtt:
+        if args.master:
+            raise SystemExit("sim: --mqtt is the virtual master's: not with an external master")
+        try:
+            host, port = launch.parse_hostport(args.mqtt, "--mqtt")
+        except ValueError as e:
+            raise SystemExit("sim: %s" % e)
+        master_config = dict(master_config or {})
+        mqtt = dict(master_config.get("mqtt") or {})  # --mqtt and --id over the config's
+        mqtt.update(
+            {"host": host, "port": port, "client_id": args.id or mqtt.get("client_id") or "vbody"}
+        )
+        master_config["mqtt"] = mqtt
     if args.idle:
         try:
             idle = idle_config(args.idle)
@@ -480,6 +496,18 @@ def main(argv=None):
         metavar="URL",
         help="serve the master's tools to this xiaozhi MCP endpoint (relay), ws://...?token=T "
         "(tools/xiaozhi_server.py --relay)",
+    )
+    p.add_argument(
+        "--mqtt",
+        metavar="HOST:PORT",
+        help="the master joins this MQTT broker (loopback): Home Assistant discovery, its menu, "
+        "plans and events (docs/links.md MQTT; tools/fleet.py)",
+    )
+    p.add_argument(
+        "--id",
+        metavar="NAME",
+        help="with --mqtt: the body's name on the broker (its client id and topics; default "
+        "vbody); several virtual bodies share a broker under different names",
     )
     p.add_argument("--out", help="folder for logs and audio (default sim-out/<time>-<pid>)")
     p.add_argument(

@@ -1,1 +1,1 @@
-# The MQTT link's package: the sans-IO MQTT 3.1.1 packet codec (packet.py); client, discovery and link to come.
+# The MQTT link (config "mqtt"): packets (packet.py), client (client.py), HA discovery (discovery.py), the link (link.py).

@@ -51,11 +51,19 @@ def connect(client_id, keepalive_s, user=None, password=None, will=None, clean=T
 
 
 def publish(topic, payload, qos=0, retain=False, pid=0, dup=False):
+    if isinstance(payload, str):
+        payload = payload.encode()
+    return publish_head(topic, len(payload), qos, retain, pid, dup) + payload
+
+
+def publish_head(topic, n, qos=0, retain=False, pid=0, dup=False):
+    """A PUBLISH's fixed and variable header for a payload of `n` bytes written after it (a
+    large payload is never copied into the packet)."""
     first = PUBLISH | (qos << 1) | (1 if retain else 0) | (0x08 if dup else 0)
-    body = _str(topic)
+    var = _str(topic)
     if qos:
-        body += bytes((pid >> 8, pid & 0xFF))
-    return _packet(first, body + (payload.encode() if isinstance(payload, str) else payload))
+        var += bytes((pid >> 8, pid & 0xFF))
+    return bytes((first,)) + _length(len(var) + n) + var
 
 
 def subscribe(pid, topics):
@@ -78,12 +86,17 @@ def disconnect():
     return bytes((DISCONNECT, 0))
 
 
-def parse(buf, n, limit):
-    """One packet from buf[:n]: (used, first, body) or None when incomplete.
+class Oversize(ValueError):
+    """A packet whose remaining length is over the limit; `size`: the whole packet's bytes."""
 
-    Raises ValueError when the remaining length is malformed or over `limit` bytes."""
-    if n < 2:
-        return None
+    def __init__(self, msg, size):
+        super().__init__(msg)
+        self.size = size
+
+
+def remaining(buf, n):
+    """(header bytes, remaining length) of the packet at buf[:n], or None when its length
+    bytes are not all there yet; ValueError for more than 4 of them."""
     size = 0
     shift = 0
     i = 1
@@ -94,12 +107,23 @@ def parse(buf, n, limit):
         size |= (b & 0x7F) << shift
         i += 1
         if not b & 0x80:
-            break
+            return i, size
         shift += 7
         if shift > 21:
             raise ValueError("remaining length over 4 bytes")
+
+
+def parse(buf, n, limit):
+    """One packet from buf[:n]: (used, first, body) or None when incomplete.
+
+    Raises ValueError when the remaining length is malformed, Oversize (a ValueError) when it is
+    over `limit` bytes."""
+    got = remaining(buf, n)
+    if got is None:
+        return None
+    i, size = got
     if size > limit:
-        raise ValueError("packet of %d bytes over the limit %d" % (size, limit))
+        raise Oversize("packet of %d bytes over the limit %d" % (size, limit), i + size)
     if n < i + size:
         return None
     return i + size, buf[0], memoryview(buf)[i : i + size]
