@@ -76,8 +76,8 @@ def test_encode_response_and_client_address():
     assert httpd.client_address(("10.0.0.5", 4242)) == "10.0.0.5"
     sockaddr = bytearray(b"\x02\x00\xe1\x90\x7f\x00\x00\x01" + bytes(8))
     assert httpd.client_address(sockaddr) == "127.0.0.1"
-    assert httpd._tokens_equal("abc", "abc") and not httpd._tokens_equal("abc", "abd")
-    assert not httpd._tokens_equal("abc", "ab")
+    assert httpd.same("abc", "abc") and not httpd.same("abc", "abd")
+    assert not httpd.same("abc", "ab")
 
 
 def test_every_status_line_has_its_own_reason_phrase():

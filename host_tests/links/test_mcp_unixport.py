@@ -31,7 +31,7 @@ from test_httpd import request
 
 RUNNER = """
 import asyncio, gc, json, sys
-from master.links import httpd
+from master.links import httpd, httplimits
 from master.links import mcp
 from master.links import bodyproto
 from fake_body import FakeBody
@@ -49,7 +49,7 @@ async def fake(req):
         body.online = list(m["online"])
     return 200, {"commands": body.commands}, None
 
-accept = httpd._accept
+accept = httplimits._accept
 fail = [0]
 
 def failing(server, s2, addr):
@@ -59,7 +59,7 @@ def failing(server, s2, addr):
         raise MemoryError
     accept(server, s2, addr)
 
-httpd._accept = failing
+httplimits._accept = failing
 
 async def fail_accepts(req):
     fail[0] = req.json["n"]

@@ -84,8 +84,9 @@ def test_cut_upload_leaves_the_old_code():
 
 def test_manifest_refusals():
     _refused(b"NOTOTA" + bytes(200), 400, "no OBOTA1 magic")
-    big = ota.MAGIC + bytes([0x20, 0x01]) + bytes(32) + bytes(100)
-    _refused(big, 413, "manifest of 8193 bytes, the limit is 8192")
+    n = ota.MAX_MANIFEST + 1
+    big = ota.MAGIC + bytes([n >> 8, n & 255]) + bytes(32) + bytes(100)
+    _refused(big, 413, "manifest of %d bytes, the limit is %d" % (n, ota.MAX_MANIFEST))
     _refused(bundle([("../boot.py", b"x")]), 400, "may not hold . or ..")
     _refused(bundle([("/abs", b"x")]), 400, "must be relative")
     _refused(bundle([("main.py", b"x")]), 400, "root file")

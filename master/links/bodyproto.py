@@ -17,7 +17,7 @@ from organbus.plan import one_step
 from organbus.utf8 import MAX_TEXT
 
 from master.links.bodyclamp import Clamp, Overflow
-from master.links.httpd import Fed, HttpError
+from master.links.httpmsg import Fed, HttpError
 from master.bus.outcome import ACCEPTED, GOOD, OFFLINE, REFUSED, TIMEOUT
 from master.bus.outcome import CODE
 

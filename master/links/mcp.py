@@ -16,7 +16,7 @@ from micropython import const
 from organbus.plan import one_step
 from organbus.ticks import ticks_add, ticks_diff, ticks_ms
 
-from master.links.httpd import HttpError
+from master.links.httpmsg import HttpError
 from master.links import jsonrpc, mcpresources, mcptools
 from master.links.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND
 from master.links.jsonrpc import PARSE_ERROR

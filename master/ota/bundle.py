@@ -21,13 +21,16 @@ import hashlib
 from micropython import const
 
 from organbus import jsonread
+from master.links.httpmsg import same  # noqa: F401 (bundle.same: the HMAC compare)
 from master.ota.reader import Entries
 from master.ota.service import OtaError
 from master.ota.slots import ROOT_FILES
 
 MAGIC = b"OBOTA1"
 HEAD = const(40)  # magic (6) + manifest length (2) + HMAC-SHA256 (32)
-MAX_MANIFEST = const(8192)  # bytes: about 60 files (the role has 46, its packages included)
+MAX_MANIFEST = const(
+    16384
+)  # bytes: MAX_FILES of long paths; the manifest waits in a file, not the heap
 MAX_FILES = const(96)
 MAX_VERSION = const(40)
 MAX_SEQ = 0x7FFFFFFF
@@ -71,16 +74,6 @@ def hmac_sha256(key, msg):
     h, outer = hmac_start(key)
     h.update(msg)
     return hmac_end(h, outer)
-
-
-def same(a, b):
-    """Equal byte strings, compared without an early exit (the time tells nothing)."""
-    if len(a) != len(b):
-        return False
-    d = 0
-    for i in range(len(a)):
-        d |= a[i] ^ b[i]
-    return d == 0
 
 
 def bundle_head(key, manifest):
