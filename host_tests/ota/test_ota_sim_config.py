@@ -161,6 +161,7 @@ def test_0_a_config_that_cannot_be_taken_is_one_line_and_status_2(tmp_path):
         ("[1]", "expected a JSON object, the board's /config.json"),
         ('{"xiaozhi": {"ota_url": "http://10.0.0.5/ota/"}}', "only loopback addresses"),
         ('{"nudge_url": "http://192.168.1.9:8000/n"}', "nudge_url 'http://192.168.1.9:8000/n'"),
+        ('{"mqtt": {"host": "broker.lan", "port": 1883}}', "mqtt.host 'broker.lan'"),
     ):
         path = tmp_path / "config.json"
         path.write_text(text)

@@ -230,7 +230,7 @@ def run_body(args):
 
 def board_config(path):
     """(config, note) from FILE, the master's /config.json as on a board (token, update key,
-    nudge_url, idle, xiaozhi: docs/sim.md); the master checks its sections itself and says
+    nudge_url, idle, xiaozhi, mqtt: docs/sim.md); the master checks its sections itself and says
     what it refuses on its event log. ValueError for a FILE that is no JSON object, or a URL
     the master would reach beyond the loopback (the simulation's rule); the note names what
     only a board uses."""
@@ -254,6 +254,10 @@ def board_config(path):
             host = rest.split("/", 1)[0].split("?", 1)[0].rsplit(":", 1)[0]
             if host not in ("127.0.0.1", "localhost"):
                 raise ValueError("%s %r: only loopback addresses are accepted" % (what, url))
+    mq = obj.get("mqtt")
+    mq_host = mq.get("host") if isinstance(mq, dict) else None
+    if isinstance(mq_host, str) and mq_host not in ("127.0.0.1", "localhost"):
+        raise ValueError("mqtt.host %r: only loopback addresses are accepted" % mq_host)
     board_only = [k for k in ("wifi", "http_port") if k in obj]
     note = None
     if board_only:
