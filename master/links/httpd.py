@@ -102,6 +102,8 @@ def json_pieces(obj):
     keys, separators and each scalar): a large answer (the menu) is never one string, so a
     fragmented heap without one large free block still serves it. A `bytes` value is JSON
     text already (the /status ring's entries, kept as text) and goes out as it is."""
+    # One generator with a stack of (container, iterator): a nested generator per level would
+    # take a frame of some 170 bytes each, more than a fragmented 64 KB heap has in one block.
     t = type(obj)
     if t is bytes:
         yield obj
@@ -109,23 +111,36 @@ def json_pieces(obj):
     if t not in _OPEN:
         yield json.dumps(obj).encode()
         return
-    first = True
     yield _OPEN[t][0]
-    if t is dict:
-        for k in obj:
-            if not first:
-                yield b", "
+    stack = [obj, iter(obj)]
+    first = True
+    while stack:
+        c = stack[-2]
+        try:
+            v = next(stack[-1])
+        except StopIteration:
+            stack.pop()
+            stack.pop()
+            yield _OPEN[type(c)][1]
             first = False
-            yield json.dumps(k if isinstance(k, str) else str(k)).encode()
+            continue
+        if not first:
+            yield b", "
+        first = False
+        if type(c) is dict:
+            yield json.dumps(v if isinstance(v, str) else str(v)).encode()
             yield b": "
-            yield from json_pieces(obj[k])
-    else:
-        for v in obj:
-            if not first:
-                yield b", "
-            first = False
-            yield from json_pieces(v)
-    yield _OPEN[t][1]
+            v = c[v]
+        t = type(v)
+        if t is bytes:
+            yield v
+        elif t not in _OPEN:
+            yield json.dumps(v).encode()
+        else:
+            yield _OPEN[t][0]
+            stack.append(v)
+            stack.append(iter(v))
+            first = True
 
 
 def json_length(obj):
@@ -424,7 +439,17 @@ class HttpServer:
                 return
         rec[2] = None  # read whole: from here on the slot is not reclaimable
         try:
-            result = await handler(req)
+            try:
+                result = await handler(req)
+            except MemoryError:
+                # a GET changes nothing: asked once more with the spare block let go, where a
+                # heap in small holes has room for the one table or frame it found none for
+                if method != "GET" or self.spare is None:
+                    raise
+                self.spare = None
+                gc.collect()
+                self.spared += 1
+                result = await handler(req)
         except (MemoryError, HttpError):
             raise
         except Exception as e:
