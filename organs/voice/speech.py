@@ -362,8 +362,8 @@ class Speech:
             if cl.flags[i] & prosody.FINAL_SYL:
                 av -= 3
             fp[FNZ] = _FNZ.get(code, 1500) if kind & P.NASAL else _FNP
-            # the vowel's last third nasalized before a nasal
-            znas = 2 * n if kind & P.VOWEL and nkind & P.NASAL else 3 * n
+            # no nasalized vowel before a nasal: the murmur alone carries it (a zero at 450 Hz
+            # in the vowel's last third, against the 270 Hz pole, cost broad-set words)
             closure = 0  # frames of stop closure before the burst
             vburst = False
             if kind & P.STOP:
@@ -406,8 +406,6 @@ class Speech:
                     pon = p_on
                     for j in range(5):
                         fp[PAR + j] = f[base + P.A2 + j] if p_on else 0
-                if 3 * k >= znas:
-                    fp[FNZ] = 450
                 fp[AV] = a_v
                 fp[AH] = a_h
                 fp[AF] = a_f
