@@ -16,7 +16,7 @@ from .text import clauses
 
 _SIL = prosody._SIL
 _L = P.CODES.find("l")
-DIPH_HOLD = 35  # percent of a diphthong spent on its first target
+DIPH_HOLD = 40  # percent of a diphthong spent on its first target (35 before 2026-12-04)
 _GLIDE_MS = 100  # at most this long gliding to its end target ("now" heard "no" when slower)
 BWS = 60  # percent of the table's formant bandwidths (narrower reads better)
 _F4, _F5, _B4, _B5 = 3300, 3850, 250, 200
