@@ -372,7 +372,6 @@ class Speech:
                     nb = n
                 closure = n - nb
                 vburst = kind & P.VOICED and not kind & P.AFFRIC
-            bar = closure * 2 // 3  # a voiced stop's voice bar fades after two thirds
             voiced = kind & P.VOICED
             fp[F5P] = _F5P.get(code, _DEFAULT_F5P)
             asp = cl.asp[i]
@@ -389,7 +388,7 @@ class Speech:
                 if k < closure:
                     a_f = 0
                     p_on = 0
-                    if not voiced or k > bar:
+                    if not voiced:  # a voiced stop's voice bar lasts the whole closure
                         a_v = 0
                 elif vburst:
                     a_v = av + 6
