@@ -21,10 +21,11 @@ _SIL = 255  # code index of a silence
 
 
 SPEED = 80  # percent of Klatt durations
-# consonants at 122% of that (98% of Klatt's): at 80% they were far shorter than a natural
+# consonants at 155% of that (124% of Klatt's): at 80% they were far shorter than a natural
 # voice's (flite slt, force-aligned: /k/ 59 ms vs 93, /f/ 66 vs 107) and the recognizer
-# dropped them
-CSPEED = 122
+# dropped them; flite's vowels are the shorter ones (the broad set chose 155: 145..160 all
+# better than 122)
+CSPEED = 155
 CAP = 256  # phonemes per clause (longer clauses continue in the next one)
 ACAP = 96  # pitch anchors per clause
 

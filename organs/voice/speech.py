@@ -16,7 +16,7 @@ from .text import clauses
 
 _SIL = prosody._SIL
 _L = P.CODES.find("l")
-DIPH_HOLD = 35  # percent of a diphthong spent on its first target
+DIPH_HOLD = 40  # percent of a diphthong spent on its first target (35 before 2026-12-04)
 _GLIDE_MS = 100  # at most this long gliding to its end target ("now" heard "no" when slower)
 BWS = 60  # percent of the table's formant bandwidths (narrower reads better)
 _F4, _F5, _B4, _B5 = 3300, 3850, 250, 200
@@ -362,8 +362,8 @@ class Speech:
             if cl.flags[i] & prosody.FINAL_SYL:
                 av -= 3
             fp[FNZ] = _FNZ.get(code, 1500) if kind & P.NASAL else _FNP
-            # the vowel's last third nasalized before a nasal
-            znas = 2 * n if kind & P.VOWEL and nkind & P.NASAL else 3 * n
+            # no nasalized vowel before a nasal: the murmur alone carries it (a zero at 450 Hz
+            # in the vowel's last third, against the 270 Hz pole, cost broad-set words)
             closure = 0  # frames of stop closure before the burst
             vburst = False
             if kind & P.STOP:
@@ -372,7 +372,6 @@ class Speech:
                     nb = n
                 closure = n - nb
                 vburst = kind & P.VOICED and not kind & P.AFFRIC
-            bar = closure * 2 // 3  # a voiced stop's voice bar fades after two thirds
             voiced = kind & P.VOICED
             fp[F5P] = _F5P.get(code, _DEFAULT_F5P)
             asp = cl.asp[i]
@@ -389,7 +388,7 @@ class Speech:
                 if k < closure:
                     a_f = 0
                     p_on = 0
-                    if not voiced or k > bar:
+                    if not voiced:  # a voiced stop's voice bar lasts the whole closure
                         a_v = 0
                 elif vburst:
                     a_v = av + 6
@@ -406,8 +405,6 @@ class Speech:
                     pon = p_on
                     for j in range(5):
                         fp[PAR + j] = f[base + P.A2 + j] if p_on else 0
-                if 3 * k >= znas:
-                    fp[FNZ] = 450
                 fp[AV] = a_v
                 fp[AH] = a_h
                 fp[AF] = a_f
