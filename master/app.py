@@ -29,6 +29,7 @@ BOARD = {
     "reset": None,  # machine.reset
     "trial_ms": 60000,  # an update's trial
     "xiaozhi": None,  # {"ident", "set_clock", "reset"} when config names a xiaozhi server
+    "uid": None,  # machine.unique_id(): the MQTT link's client id when its config has none
 }
 
 body = None  # the live Body, for a developer at the REPL: `from master.app import body`

@@ -170,6 +170,7 @@ def main():
         "flash": settings.get("flash", ""),  # the update's flash root and trial from settings
         "reset": machine.reset,
         "trial_ms": settings.get("ota_trial_ms", 60000),
+        "uid": machine.unique_id(),  # names the body where its config does not (MQTT)
     }
     try:
         _xiaozhi(config, settings, sta, setup)

@@ -362,16 +362,14 @@ def settings(cfg):
     return out
 
 
-def _default_id():
-    # the board's unique id, as ESPHome and Tasmota name a device by its MAC (the one read of
-    # the hardware here: the link has nothing else to name the body by)
-    try:
-        import machine
-        import binascii
-
-        return "organbus-" + binascii.hexlify(machine.unique_id()).decode()[-12:]
-    except Exception:
+def _default_id(uid):
+    # the board's unique id (machine.unique_id(), passed in by the board's main.py), as ESPHome
+    # and Tasmota name a device by its MAC
+    if not uid:
         return "organbus"
+    import binascii
+
+    return "organbus-" + binascii.hexlify(uid).decode()[-12:]
 
 
 def _version(config):
@@ -397,7 +395,7 @@ def start(body, config):
     except ValueError as e:
         log.emit("mqtt", [("what", "refused"), ("reason", str(e))])
         return None
-    node = _node(cfg.get("client_id") or _default_id())
+    node = _node(cfg.get("client_id") or _default_id((config.get("board") or {}).get("uid")))
     link = Link(body, cfg, node, _version(config))
     body.add_status_section("mqtt", link.status)
     asyncio.create_task(link.client.run())
