@@ -83,3 +83,25 @@ def test_organ_events_kept_as_tuples_beside_text_entries_in_order():
         assert 1 <= len(items) <= 8
     e = [x for x in r.items() if x["event"] == "event"][-1]
     assert set(e) == {"t_ms", "event", "port", "name", "status"} and e["status"] == "done", e
+
+
+def test_a_text_after_an_event_is_never_overwritten_while_listed():
+    # an EVENT keeps no bytes: a text written after a wrap must still make room past the
+    # oldest text behind it (it wrote over a listed report: /status was not JSON any more)
+    hub, r = _ring(cap=3072, size=16)
+    x = 12345
+    want = []
+    for k in range(3000):
+        x = (x * 1103515245 + 12345) & 0x7FFFFFFF
+        if x % 2:
+            hub.publish("event", 1, ("tick%d" % k, "done"))
+            want.append("tick%d" % k)
+        else:
+            hub.publish("rejected", None, ["p%d %s" % (k, "y" * (x % 700))])
+            want.append("p%d" % k)
+        texts = r.texts()
+        got = []
+        for t in texts:
+            e = json.loads(t)  # every kept entry is whole
+            got.append(e["name"] if e["event"] == "event" else e["problems"][0].split()[0])
+        assert got == want[len(want) - len(got) :], (k, got)

@@ -159,6 +159,17 @@ class Recent:
         w = self.w
         return (w[_NEXT] - w[_N]) % self.size
 
+    def _oldest_text(self):
+        # the slot of the oldest entry kept as text in `buf`, or -1 (only EVENTs are kept)
+        w = self.w
+        size = self.size
+        i = self._oldest()
+        for _ in range(w[_N]):
+            if self.ev[4 * i] is None:
+                return i
+            i = (i + 1) % size
+        return -1
+
     def _drop(self):
         w = self.w
         k = 4 * self._oldest()
@@ -173,15 +184,24 @@ class Recent:
         n = len(raw)
         pos = w[_TAIL]
         if pos + n > len(self.buf):
-            # wrap: the entries from the tail to the end are the oldest; they go first
-            while w[_N] and w[_START + self._oldest()] >= pos:
+            # wrap: the texts from the tail to the end are the oldest; they go first (with the
+            # EVENTs before them)
+            while w[_N]:
+                i = self._oldest_text()
+                if i < 0 or w[_START + i] < pos:
+                    break
                 self._drop()
             pos = 0
+        # the oldest text decides: an EVENT keeps no bytes, and the texts after the oldest one
+        # lie beyond it, so it alone can overlap [pos, pos + n); the EVENTs before it go with it
         while w[_N]:
-            i = self._oldest()
-            a = w[_START + i]
-            if w[_N] < size and (a >= pos + n or a + w[_START + size + i] <= pos):
-                break
+            if w[_N] < size:
+                i = self._oldest_text()
+                if i < 0:
+                    break
+                a = w[_START + i]
+                if a >= pos + n or a + w[_START + size + i] <= pos:
+                    break
             self._drop()
         self.buf[pos : pos + n] = raw
         i = w[_NEXT]
