@@ -99,6 +99,8 @@ def test_a_text_after_an_event_is_never_overwritten_while_listed():
         else:
             hub.publish("rejected", None, ["p%d %s" % (k, "y" * (x % 700))])
             want.append("p%d" % k)
+        if len(want) > 16:
+            want.pop(0)
         texts = r.texts()
         got = []
         for t in texts:
