@@ -8,9 +8,9 @@
 import os
 import threading
 import time
-import pytest
 
 from e2e_support import VirtualBody, one_step
+from support import AT_64K
 from deploy import ota as tool
 from master.ota import service as ota
 
@@ -18,15 +18,6 @@ KEY = "5a" * 32
 TOKEN = "heap-token"
 HEAP = "64k"
 ALL = ["announce", "chime", "led_blink", "led_off", "led_on", "speak"]
-
-
-AT_64K = pytest.mark.xfail(
-    reason="issue 28 open (the whole master in 64 KB): this wave's links and splits left the 64 KB "
-    "stand-in about 1.5 KB less free at idle (14.1 -> 12.6 KB on the 64-bit unix port) and its "
-    "heap in small holes: a plan or an upload here meets 503 short of memory now and then; "
-    "80 KB, the documented need, holds (docs/master.md)",
-    strict=False,
-)
 
 
 def _peak(vb, t0, t1):

@@ -8,9 +8,7 @@ import subprocess
 import sys
 import time
 
-import pytest
-
-from support import ROOT, free_port
+from support import AT_64K, ROOT, free_port
 
 SIM = [sys.executable, os.path.join(ROOT, "tools", "sim.py")]
 
@@ -46,15 +44,6 @@ SCRIPT = (
     "led_off\n"
     "quit\n"
     "chime\n"
-)
-
-
-AT_64K = pytest.mark.xfail(
-    reason="issue 28 open (the whole master in 64 KB): this wave's links and splits left the 64 KB "
-    "stand-in about 1.5 KB less free at idle (14.1 -> 12.6 KB on the 64-bit unix port) and its "
-    "heap in small holes: a plan or an upload here meets 503 short of memory now and then; "
-    "80 KB, the documented need, holds (docs/master.md)",
-    strict=False,
 )
 
 
