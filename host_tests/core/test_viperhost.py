@@ -1,7 +1,7 @@
-# organbus.viperhost: viper's casts and addresses on CPython, which rxscan's one source runs over there.
+# tools/shim/viperhost.py: viper's casts and addresses on CPython, which rxscan's one source runs over there.
 import pytest
 
-from organbus import viperhost
+import viperhost
 
 
 def test_addresses_step_compare_and_subtract_within_one_buffer():

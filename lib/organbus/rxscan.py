@@ -1,6 +1,6 @@
 # The decoder's scanning core: one read's SOF scan, copy, checks, CRC and rescans over the decoder's memory.
 #
-# Viper on MicroPython; on CPython the same lines run as Python, over organbus.viperhost's
+# Viper on MicroPython; on CPython the same lines run as Python, over tools/shim/viperhost.py's
 # casts and addresses (the shim's decorators leave the functions as they are).
 import sys
 
@@ -62,7 +62,12 @@ if not MP:  # CPython: viper's casts are viperhost's (mypy checks the board's: t
     import typing
 
     if not typing.TYPE_CHECKING:
-        from organbus.viperhost import ptr8, ptr16, ptr32, uint  # noqa: F401
+        from viperhost import (
+            ptr8,
+            ptr16,
+            ptr32,
+            uint,
+        )  # noqa: F401 (tools/shim, beside micropython's)
 
 
 def memory(cap, handled, age, quiet):

@@ -1,4 +1,4 @@
-# Viper's casts and pointer arithmetic on CPython, so organbus.rxscan's viper lines are its one source (never imported on a board).
+# Viper's casts and pointer arithmetic on CPython, so organbus.rxscan's viper lines are its one source; host only, beside the micropython shim, never shipped to a board.
 #
 # uint(buf) is an address (Addr: the buffer and a byte offset); an address plus or minus an int
 # is another, the difference of two in one buffer is an int, and two in one buffer compare by
