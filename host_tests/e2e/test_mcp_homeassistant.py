@@ -17,7 +17,7 @@ from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from voluptuous_openapi import convert_to_voluptuous
 
-from e2e_support import VirtualBody
+from e2e_support import running_body
 
 TOKEN = "ha-Secret_0123456789abcdef"
 TIMEOUT = 10  # coordinator.py TIMEOUT
@@ -26,16 +26,8 @@ READ_S = 5.0  # httpx's default timeout: HA's create_async_httpx_client sets non
 
 @pytest.fixture(scope="module")
 def body(tmp_path_factory):
-    b = VirtualBody(
-        out_dir=str(tmp_path_factory.mktemp("ha")), master_config={"http": {"token": TOKEN}}
-    ).start()
-    try:
-        assert b.wait_http(15), "the master's HTTP port did not open"
-        got = b.wait_menu(["led_on", "led_off", "led_blink", "chime"], 20)
-        assert got and "led_on" in got and "chime" in got, got
-        yield b
-    finally:
-        b.stop()
+    out = str(tmp_path_factory.mktemp("ha"))
+    yield from running_body(out, master_config={"http": {"token": TOKEN}})
 
 
 def secret_url(b, token=TOKEN):

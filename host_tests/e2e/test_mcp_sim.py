@@ -10,10 +10,8 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
+from e2e_support import running_body
 from support import ROOT
-
-sys.path.insert(0, ROOT + "/tools")
-from vbody.body import VirtualBody  # noqa: E402
 
 PLAN = {
     "heard_req": 0,
@@ -26,14 +24,7 @@ PLAN = {
 
 @pytest.fixture(scope="module")
 def body(tmp_path_factory):
-    b = VirtualBody(out_dir=str(tmp_path_factory.mktemp("sim"))).start()
-    try:
-        assert b.wait_http(15), "the master's HTTP port did not open"
-        got = b.wait_menu(["led_on", "led_off", "led_blink", "chime"], 20)
-        assert got and "led_on" in got and "chime" in got, got
-        yield b
-    finally:
-        b.stop()
+    yield from running_body(str(tmp_path_factory.mktemp("sim")))
 
 
 def mcp_url(b):

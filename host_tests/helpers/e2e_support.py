@@ -87,6 +87,19 @@ class Tap:
         return out
 
 
+def running_body(out_dir, **kw):
+    """A VirtualBody started with `kw`, yielded once its HTTP port is open and the LED's
+    abilities and the chime are on the menu, stopped afterwards (a module fixture's body)."""
+    b = VirtualBody(out_dir=out_dir, **kw).start()
+    try:
+        assert b.wait_http(15), "the master's HTTP port did not open"
+        got = b.wait_menu(["led_on", "led_off", "led_blink", "chime"], 20)
+        assert got and "led_on" in got and "chime" in got, got
+        yield b
+    finally:
+        b.stop()
+
+
 def one_step(action, **params):
     return plan_of([(action, params)])
 

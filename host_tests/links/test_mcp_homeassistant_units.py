@@ -4,7 +4,7 @@ import re
 from voluptuous_openapi import convert_to_voluptuous
 
 from fake_body import FakeBody, ServerThread
-from master.links import mcp
+from master.links import mcptools
 from organs.led import led_descriptor
 from organs.speaker import speaker_descriptor
 from organs.template import button_descriptor
@@ -25,7 +25,7 @@ def test_every_tool_name_and_schema_suits_home_assistant():
     seen = 0
     for where, caps in _menus():
         for cap in caps:
-            t = mcp.tool_for(cap)
+            t = mcptools.tool_for(cap)
             assert re.fullmatch(r"[A-Za-z0-9_-]{1,64}", t["name"]), (where, t["name"])
             try:
                 convert_to_voluptuous(t["inputSchema"])  # what HA's coordinator does to each
@@ -33,7 +33,7 @@ def test_every_tool_name_and_schema_suits_home_assistant():
                 raise AssertionError("%s %s: %r" % (where, t["name"], e))
             seen += 1
     assert seen >= 8, seen
-    led = mcp.tool_for(led_descriptor()["capabilities"][2])
+    led = mcptools.tool_for(led_descriptor()["capabilities"][2])
     schema = convert_to_voluptuous(led["inputSchema"])
     assert schema({"count": 20, "period_ms": 2000}) == {"count": 20, "period_ms": 2000}
 

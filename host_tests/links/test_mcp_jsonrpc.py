@@ -6,7 +6,7 @@ try:
 except ImportError:  # pragma: no cover
     import uasyncio as asyncio
 
-from master.links import mcp
+from master.links import mcp, mcptools
 from master.links.httpd import Request
 from fake_body import FakeBody
 
@@ -89,10 +89,10 @@ def test_a_cursor_is_a_string_this_server_gave_else_invalid_params():
         assert [t["name"] for t in out["result"]["tools"]] == names, (cur, out)
         assert "nextCursor" not in out["result"], "the HTTP list is always whole"
     # the one cursor rule, for the xiaozhi link's pages too
-    assert mcp.cursor_index("3", 5) == 3 and mcp.cursor_index(None, 0) == 0
+    assert mcptools.cursor_index("3", 5) == 3 and mcptools.cursor_index(None, 0) == 0
     for cur in (3, "6", "a", [1]):
         try:
-            mcp.cursor_index(cur, 5)
+            mcptools.cursor_index(cur, 5)
             assert False, "took cursor %r" % (cur,)
         except ValueError as e:
             assert "cursor" in str(e), e

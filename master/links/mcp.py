@@ -20,7 +20,7 @@ from master.links.httpmsg import HttpError
 from master.links import jsonrpc, mcpresources, mcptools
 from master.links.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND
 from master.links.jsonrpc import PARSE_ERROR
-from master.links.mcptools import cursor_index, tool_for, tools  # noqa: F401  # fmt: skip
+from master.links.mcptools import tools
 from master.links.mcpstream import SSE_HEAD, Call, CallStream, NotifyStream, Sessions
 from master.links.mcpstream import cancelled, notification
 from master.bus.outcome import ACCEPTED, PROBLEMS, REPORT, RUNNING, SENT

@@ -21,7 +21,7 @@ import hashlib
 from micropython import const
 
 from organbus import jsonread
-from master.links.httpmsg import same  # noqa: F401 (bundle.same: the HMAC compare)
+from master.links.httpmsg import same
 from master.ota.reader import Entries
 from master.ota.service import OtaError
 from master.ota.slots import ROOT_FILES
