@@ -54,6 +54,7 @@ LIFECYCLE = {
 
 
 TAKE_GAP_S = 0.15  # tools/simhw/machine.py I2S.TAKE_GAP_MS: silence that starts a new WAV file
+STAMP = re.compile(r"\[\s*-?[\d.]+s\]")  # a line's leading time, as stamp() writes it
 HOLD_S = 0.2  # events wait this long to be printed in the order they happened (pin logs lag)
 SETTLE_MAX_S = 5.0  # and at most this long for a pin log's reader that lags on a loaded machine
 
@@ -91,6 +92,11 @@ class Console:
         now = time.monotonic()
         self._wait_seen(now)
         self.flush(now)
+        with self.held_lock:  # the line goes out as of now: after what was just printed
+            self.printed = now if self.printed is None or now > self.printed else self.printed
+            at = self.printed
+        if STAMP.match(text):
+            text = self.stamp(at) + STAMP.sub("", text, count=1)
         self._write(kind, text, fields)
 
     def _write(self, kind, text, fields):
