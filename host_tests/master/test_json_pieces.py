@@ -2,7 +2,7 @@
 import asyncio
 import json
 
-from master.links import httpd
+from master.links import httpd, jsonout
 from organbus import menu
 
 UNIX_PORT = True
@@ -58,10 +58,10 @@ SAMPLES = [
 
 def test_pieces_join_to_json_dumps():
     for obj in SAMPLES + [_menu()]:
-        got = b"".join(httpd.json_pieces(obj))
+        got = b"".join(jsonout.json_pieces(obj))
         want = json.dumps(obj).encode()
         assert got == want, (obj, got[:80], want[:80])
-        assert httpd.json_length(obj) == len(want), obj
+        assert jsonout.json_length(obj) == len(want), obj
 
 
 def test_write_json_gives_the_socket_at_most_one_buffer_at_a_time():
@@ -69,13 +69,13 @@ def test_write_json_gives_the_socket_at_most_one_buffer_at_a_time():
     want = json.dumps(m).encode()
     assert len(want) > 4 * 512, "the menu of this test must be several buffers long"
     w = Writer()
-    asyncio.run(httpd.write_json(w, m, 5))
+    asyncio.run(jsonout.write_json(w, m, 5))
     assert b"".join(w.writes) == want
     assert max(len(x) for x in w.writes) <= 512, [len(x) for x in w.writes]
     assert len(w.writes) >= len(want) // 512 and w.drains >= len(w.writes)
     w = Writer()
     obj = {"long": LONG, "list": [LONG, 1]}
-    asyncio.run(httpd.write_json(w, obj, 5))
+    asyncio.run(jsonout.write_json(w, obj, 5))
     assert b"".join(w.writes) == json.dumps(obj).encode()
     assert [len(x) for x in w.writes if len(x) > 512] == [702, 702], "long scalars go as they are"
 
@@ -89,10 +89,10 @@ def test_the_menu_in_pieces_is_the_menu_and_holds_one_entry_at_a_time():
     for rig in (standard_rig(), Rig(start=False)):
         whole = rig.body.menu()
         lazy = routes.menu_pieces(rig.body)
-        text = b"".join(httpd.json_pieces(lazy))
+        text = b"".join(jsonout.json_pieces(lazy))
         assert json.loads(text) == whole, text[:200]
         assert text == json.dumps(whole).encode()
-        assert httpd.json_length(lazy) == len(text)
+        assert jsonout.json_length(lazy) == len(text)
     rig = standard_rig()
     built = []
     entry = routes._entry

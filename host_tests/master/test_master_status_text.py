@@ -6,7 +6,7 @@ from bench_master import registered_body
 from organbus import frame
 import master_rig as mf
 
-from master.links.httpd import json_length, json_pieces
+from master.links.jsonout import json_length, json_pieces
 
 UNIX_PORT = True
 

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from master.links import httpd
+from master.links import jsonout
 from master.links.mqtt import link as L
 
 
@@ -50,7 +50,7 @@ class Sent:
         if callable(payload):
             payload = payload()
         if isinstance(payload, dict):  # as the client writes a document: piece by piece
-            payload = b"".join(httpd.json_pieces(payload))
+            payload = b"".join(jsonout.json_pieces(payload))
         if isinstance(payload, bytes):
             payload = payload.decode()
         self.out.append((topic, payload, retain))

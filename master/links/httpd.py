@@ -10,15 +10,14 @@
 # handler runs for a request refused before it.
 import asyncio
 import gc
-import json
 import sys
 
 from micropython import const
 
-from organbus.plan import MAX_PLAN_BYTES
 from organbus.ticks import ticks_diff, ticks_ms
 
-from master.links.httplimits import RateLimiter, _Listener
+from master.links.httplimits import DEFAULTS, RateLimiter, _Listener
+from master.links.jsonout import OUT, Each, _drain, json_length, write_json
 
 # The message names (HttpError, Request, Stream, Fed, parse_head, ...) stay reachable as httpd's.
 from master.links.httpmsg import REASONS, BodyStream, Fed, HttpError, Request, Stream, _head  # noqa: F401  # fmt: skip
@@ -32,7 +31,6 @@ _LINGER_MAX = const(65536)
 _LINGER_MS = const(300)
 _STREAMING = const(2)  # conns record [3]: a streamed answer, its request slot given back
 _SPARE = const(640)  # bytes held back at boot for a request that finds no block (_conn)
-_OUT = const(512)  # bytes of a JSON answer given to the socket at once (never built whole)
 _HAS_MEM_FREE = hasattr(gc, "mem_free")
 
 # Built once: the answer when the heap runs short, sent without allocating a new response.
@@ -42,157 +40,11 @@ _LOW_MEMORY = (
     b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(_BODY_LOW)
 ) + _BODY_LOW
 
-DEFAULTS = {
-    "token": None,  # bearer token; None or "" means no authentication
-    "max_body": MAX_PLAN_BYTES,  # bytes; more gets 413 (the one plan limit, for every route)
-    "max_head": 2048,  # request line plus headers; more gets 431
-    "max_conns": 5,  # connections served at once, all clients together
-    "max_conns_per_client": 3,  # connections served at once for one client address
-    # A connection still sending its head or body this long after it came gives its slot to a
-    # new client when every slot (or the client's own share) is taken and the new client has
-    # no request of its own still arriving: slow clients can never lock the others out (the
-    # oldest slow one is answered 408 and closed).
-    "reclaim_ms": 200,
-    "rate_per_s": 10,  # requests per second per client address, sustained
-    "rate_burst": 30,  # requests per client address in a burst
-    # Never rate limited: loopback, where only the simulation's own tools live (a board
-    # has no local HTTP client). Set () to limit loopback too (the tests do).
-    "rate_exempt": ("127.0.0.1",),
-    "header_timeout_ms": 3000,  # whole head must arrive within this after accept
-    "body_timeout_ms": 3000,  # whole body must arrive within this after the head
-    "write_timeout_ms": 5000,  # response must be taken by the client within this
-    # Listen backlog: connections the stack completes before the server accepts them (Linux
-    # caps it at net.core.somaxconn, lwIP at 255; a queued connection costs no MicroPython heap,
-    # on a board lwIP's PCB pool bounds it).
-    # MicroPython's asyncio defaults to 5: in a burst the queue overflowed, Linux dropped the
-    # client's final ACK (the client thinks it is connected) and its request waited for a
-    # SYN-ACK retransmission, 1 to 31 s later (issue 17, tools/bench_stall.py). With room in
-    # the queue every connection is accepted at once and one over the bound gets its 503 then.
-    "backlog": 512,
-    "min_free": 6144,  # MicroPython: heap bytes free (after a collect) to take a request, else 503
-    "origins": (),  # browser Origins allowed; a request with any other Origin gets 403
-}
-
 _BODY_RECLAIMED = b'{"error": "request not received in time while other clients waited"}'
 _RECLAIMED = (
     b"HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\n"
     b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(_BODY_RECLAIMED)
 ) + _BODY_RECLAIMED
-
-
-class Each:
-    """A JSON array made afresh at each pass: fn(x) for x in items, one at a time (the menu's
-    entries, master/links/routes.py): json_pieces walks it like a list, twice with json_length, and
-    only one entry's objects exist at once."""
-
-    def __init__(self, fn, items):
-        self.fn = fn
-        self.items = items
-
-    def __iter__(self):
-        for x in self.items:
-            yield self.fn(x)
-
-
-_OPEN = {dict: (b"{", b"}"), list: (b"[", b"]"), tuple: (b"[", b"]"), Each: (b"[", b"]")}
-
-
-def json_pieces(obj):
-    """The bytes of json.dumps(obj) as a generator of small pieces (a container's brackets,
-    keys, separators and each scalar): a large answer (the menu) is never one string, so a
-    fragmented heap without one large free block still serves it. A `bytes` value is JSON
-    text already (the /status ring's entries, kept as text) and goes out as it is."""
-    # One generator with a stack of (container, iterator): a nested generator per level would
-    # take a frame of some 170 bytes each, more than a fragmented 64 KB heap has in one block.
-    t = type(obj)
-    if t is bytes:
-        yield obj
-        return
-    if t not in _OPEN:
-        yield json.dumps(obj).encode()
-        return
-    yield _OPEN[t][0]
-    stack = [obj, iter(obj)]
-    first = True
-    while stack:
-        c = stack[-2]
-        try:
-            v = next(stack[-1])
-        except StopIteration:
-            stack.pop()
-            stack.pop()
-            yield _OPEN[type(c)][1]
-            first = False
-            continue
-        if not first:
-            yield b", "
-        first = False
-        if type(c) is dict:
-            yield json.dumps(v if isinstance(v, str) else str(v)).encode()
-            yield b": "
-            v = c[v]
-        t = type(v)
-        if t is bytes:
-            yield v
-        elif t not in _OPEN:
-            yield json.dumps(v).encode()
-        else:
-            yield _OPEN[t][0]
-            stack.append(v)
-            stack.append(iter(v))
-            first = True
-
-
-def json_length(obj):
-    """Bytes of json.dumps(obj).encode(), counted piece by piece (for Content-Length)."""
-    n = 0
-    for p in json_pieces(obj):
-        n += len(p)
-    return n
-
-
-def _held(writer):
-    """True unless `writer` is MicroPython's stream holding nothing: its drain() then only
-    yields, with no need of the timeout (asyncio.wait_for takes a task and a coroutine, some
-    300 bytes, at every piece of an answer)."""
-    return not _MP or bool(getattr(writer, "out_buf", True))
-
-
-async def write_json(writer, obj, timeout_s, buf=None):
-    """Write obj's JSON to an asyncio writer through one buffer (`buf`, else a new one of _OUT
-    bytes), draining (within `timeout_s`) each time it fills: at most that much is ever held
-    for the socket. MicroPython's writer copies what the socket did not take before write()
-    returns, so one buffer serves every connection (HttpServer.out); CPython's may keep a view
-    of it, so there each answer gets its own."""
-    if buf is None:
-        buf = bytearray(_OUT)
-    size = len(buf)
-    mv = memoryview(buf)
-    n = 0
-    for p in json_pieces(obj):
-        k = len(p)
-        if n + k > size:
-            if n:
-                writer.write(mv[:n])
-                await _drain(writer, timeout_s)
-                n = 0
-            if k > size:  # a long scalar (a description): as it is
-                writer.write(p)
-                await _drain(writer, timeout_s)
-                continue
-        mv[n : n + k] = p
-        n += k
-    if n:
-        writer.write(mv[:n])
-    await _drain(writer, timeout_s)
-
-
-async def _drain(writer, timeout_s):
-    # wait_for (a task and a timer) only when the stream holds bytes the socket has not taken
-    if _held(writer):
-        await asyncio.wait_for(writer.drain(), timeout_s)
-    else:
-        await writer.drain()
 
 
 class HttpServer:
@@ -226,7 +78,7 @@ class HttpServer:
         self.srv = None
         # the buffer every JSON answer goes through (write_json), taken at boot before the
         # heap fragments: a small heap may later have no free 512-byte block
-        self.out = bytearray(_OUT) if _MP else None
+        self.out = bytearray(OUT) if _MP else None
         # the buffer every request head is read into (then copied at its own size): a fresh
         # 512-byte read per head needs a block a fragmented small heap may not have; shared,
         # as the bytes are copied out before the reading task yields again

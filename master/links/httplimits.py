@@ -1,12 +1,45 @@
-# The HTTP server's limits beside its core: a token bucket per client, and the accept loop that survives a full heap.
+# The HTTP server's limits beside its core: its settings, a token bucket per client, and the accept loop that survives a full heap.
 import asyncio
 import gc
 
 from micropython import const
 
+from organbus.plan import MAX_PLAN_BYTES
 from organbus.ticks import ticks_diff
 
 _RATE_CLIENTS = const(16)
+
+
+DEFAULTS = {
+    "token": None,  # bearer token; None or "" means no authentication
+    "max_body": MAX_PLAN_BYTES,  # bytes; more gets 413 (the one plan limit, for every route)
+    "max_head": 2048,  # request line plus headers; more gets 431
+    "max_conns": 5,  # connections served at once, all clients together
+    "max_conns_per_client": 3,  # connections served at once for one client address
+    # A connection still sending its head or body this long after it came gives its slot to a
+    # new client when every slot (or the client's own share) is taken and the new client has
+    # no request of its own still arriving: slow clients can never lock the others out (the
+    # oldest slow one is answered 408 and closed).
+    "reclaim_ms": 200,
+    "rate_per_s": 10,  # requests per second per client address, sustained
+    "rate_burst": 30,  # requests per client address in a burst
+    # Never rate limited: loopback, where only the simulation's own tools live (a board
+    # has no local HTTP client). Set () to limit loopback too (the tests do).
+    "rate_exempt": ("127.0.0.1",),
+    "header_timeout_ms": 3000,  # whole head must arrive within this after accept
+    "body_timeout_ms": 3000,  # whole body must arrive within this after the head
+    "write_timeout_ms": 5000,  # response must be taken by the client within this
+    # Listen backlog: connections the stack completes before the server accepts them (Linux
+    # caps it at net.core.somaxconn, lwIP at 255; a queued connection costs no MicroPython heap,
+    # on a board lwIP's PCB pool bounds it).
+    # MicroPython's asyncio defaults to 5: in a burst the queue overflowed, Linux dropped the
+    # client's final ACK (the client thinks it is connected) and its request waited for a
+    # SYN-ACK retransmission, 1 to 31 s later (issue 17, tools/bench_stall.py). With room in
+    # the queue every connection is accepted at once and one over the bound gets its 503 then.
+    "backlog": 512,
+    "min_free": 6144,  # MicroPython: heap bytes free (after a collect) to take a request, else 503
+    "origins": (),  # browser Origins allowed; a request with any other Origin gets 403
+}
 
 
 class RateLimiter:

@@ -5,7 +5,7 @@
 from organbus import menu as _menu
 
 from master.bus import outcome
-from master.links.httpd import Each
+from master.links.jsonout import Each
 
 
 def status_of(kind):
@@ -26,7 +26,7 @@ def _entry(c):
 
 
 def menu_pieces(body):
-    """Body.menu()'s document for an answer written in pieces (httpd.json_pieces): the same
+    """Body.menu()'s document for an answer written in pieces (jsonout.json_pieces): the same
     JSON, but each capability's entry and its branch of the plan schema are built when written,
     one at a time (the whole menu is 7 KB of objects on the 64-bit unix port, a block a 64 KB
     heap beside an upload may not have: docs/master.md)."""

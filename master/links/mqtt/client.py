@@ -3,6 +3,7 @@ import asyncio
 
 from micropython import const
 
+from master.links.jsonout import json_length, write_json
 from master.links.mqtt import packet
 
 LIMIT = const(4608)  # the largest packet kept from the broker (a 4096-byte plan and its topic)
@@ -14,7 +15,7 @@ class Client:
     """Connects and stays connected; `publish` never waits (it queues, bounded); `on_message(topic,
     payload)` is called for every PUBLISH received; `on_connect()` after each CONNACK.
 
-    A payload is bytes, text or a JSON document (written piece by piece, httpd.json_pieces, so
+    A payload is bytes, text or a JSON document (written piece by piece, jsonout.json_pieces, so
     the menu is never one string), or a function returning one, called when the packet is
     written (a retained document built then, from the live state, however long the broker was
     away). A retained publish replaces one still queued for its topic (so they are as many as
@@ -138,11 +139,9 @@ class Client:
                         writer.write(packet.publish_head(topic, len(payload), qos, retain, pid))
                         writer.write(payload)
                     else:  # a document: its JSON written piece by piece (the menu, a config)
-                        from master.links import httpd  # (the master has it loaded: HTTP's)
-
-                        n = httpd.json_length(payload)
+                        n = json_length(payload)
                         writer.write(packet.publish_head(topic, n, qos, retain, pid))
-                        await httpd.write_json(writer, payload, self.keepalive_s)
+                        await write_json(writer, payload, self.keepalive_s)
                     payload = None
                     await asyncio.wait_for(writer.drain(), self.keepalive_s)
                 await asyncio.wait_for(writer.drain(), self.keepalive_s)

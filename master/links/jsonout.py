@@ -1,0 +1,124 @@
+# A JSON document written in small pieces through one buffer: an answer is never built whole on a small heap.
+import asyncio
+import json
+import sys
+
+from micropython import const
+
+_MP = sys.implementation.name == "micropython"
+OUT = const(512)  # bytes of a JSON answer given to the socket at once (never built whole)
+
+
+class Each:
+    """A JSON array made afresh at each pass: fn(x) for x in items, one at a time (the menu's
+    entries, master/links/routes.py): json_pieces walks it like a list, twice with json_length, and
+    only one entry's objects exist at once."""
+
+    def __init__(self, fn, items):
+        self.fn = fn
+        self.items = items
+
+    def __iter__(self):
+        for x in self.items:
+            yield self.fn(x)
+
+
+_OPEN = {dict: (b"{", b"}"), list: (b"[", b"]"), tuple: (b"[", b"]"), Each: (b"[", b"]")}
+
+
+def json_pieces(obj):
+    """The bytes of json.dumps(obj) as a generator of small pieces (a container's brackets,
+    keys, separators and each scalar): a large answer (the menu) is never one string, so a
+    fragmented heap without one large free block still serves it. A `bytes` value is JSON
+    text already (the /status ring's entries, kept as text) and goes out as it is."""
+    # One generator with a stack of (container, iterator): a nested generator per level would
+    # take a frame of some 170 bytes each, more than a fragmented 64 KB heap has in one block.
+    t = type(obj)
+    if t is bytes:
+        yield obj
+        return
+    if t not in _OPEN:
+        yield json.dumps(obj).encode()
+        return
+    yield _OPEN[t][0]
+    stack = [obj, iter(obj)]
+    first = True
+    while stack:
+        c = stack[-2]
+        try:
+            v = next(stack[-1])
+        except StopIteration:
+            stack.pop()
+            stack.pop()
+            yield _OPEN[type(c)][1]
+            first = False
+            continue
+        if not first:
+            yield b", "
+        first = False
+        if type(c) is dict:
+            yield json.dumps(v if isinstance(v, str) else str(v)).encode()
+            yield b": "
+            v = c[v]
+        t = type(v)
+        if t is bytes:
+            yield v
+        elif t not in _OPEN:
+            yield json.dumps(v).encode()
+        else:
+            yield _OPEN[t][0]
+            stack.append(v)
+            stack.append(iter(v))
+            first = True
+
+
+def json_length(obj):
+    """Bytes of json.dumps(obj).encode(), counted piece by piece (for Content-Length)."""
+    n = 0
+    for p in json_pieces(obj):
+        n += len(p)
+    return n
+
+
+def _held(writer):
+    """True unless `writer` is MicroPython's stream holding nothing: its drain() then only
+    yields, with no need of the timeout (asyncio.wait_for takes a task and a coroutine, some
+    300 bytes, at every piece of an answer)."""
+    return not _MP or bool(getattr(writer, "out_buf", True))
+
+
+async def write_json(writer, obj, timeout_s, buf=None):
+    """Write obj's JSON to an asyncio writer through one buffer (`buf`, else a new one of OUT
+    bytes), draining (within `timeout_s`) each time it fills: at most that much is ever held
+    for the socket. MicroPython's writer copies what the socket did not take before write()
+    returns, so one buffer serves every connection (HttpServer.out); CPython's may keep a view
+    of it, so there each answer gets its own."""
+    if buf is None:
+        buf = bytearray(OUT)
+    size = len(buf)
+    mv = memoryview(buf)
+    n = 0
+    for p in json_pieces(obj):
+        k = len(p)
+        if n + k > size:
+            if n:
+                writer.write(mv[:n])
+                await _drain(writer, timeout_s)
+                n = 0
+            if k > size:  # a long scalar (a description): as it is
+                writer.write(p)
+                await _drain(writer, timeout_s)
+                continue
+        mv[n : n + k] = p
+        n += k
+    if n:
+        writer.write(mv[:n])
+    await _drain(writer, timeout_s)
+
+
+async def _drain(writer, timeout_s):
+    # wait_for (a task and a timer) only when the stream holds bytes the socket has not taken
+    if _held(writer):
+        await asyncio.wait_for(writer.drain(), timeout_s)
+    else:
+        await writer.drain()
