@@ -38,8 +38,10 @@ class Stream(threading.Thread):
     def __init__(self, addr, path="/events", headers=None):
         super().__init__(daemon=True)
         self.items = []
+        self.path = path
         self.s = loopback.open_stream(addr, path, headers, timeout=5)
         self.status = None
+        self.answer = b""  # the body of an answer other than 200 (its reason)
         self.closed = False
         self.start()
 
@@ -60,6 +62,10 @@ class Stream(threading.Thread):
                 self.status = int(head.split(b" ")[1])
             if self.status is None:
                 continue
+            if self.status != 200:
+                self.answer += buf
+                buf = b""
+                continue
             items, buf, _ = loopback.sse_items(buf)
             self.items.extend((t, kind, data) for kind, data in items)
         self.closed = True
@@ -70,7 +76,10 @@ class Stream(threading.Thread):
         while self.status is None and not self.closed and time.monotonic() < end:
             time.sleep(0.01)
         if self.status != 200:
-            raise RuntimeError("GET stream answered %s" % self.status)
+            time.sleep(0.05 if self.status else 0)  # the reason's bytes
+            raise RuntimeError(
+                "GET %s answered %s %s" % (self.path, self.status, self.answer[:200].decode())
+            )
         return self
 
     def close(self):
@@ -87,16 +96,17 @@ def post(addr, path, obj, headers=None, timeout=30):
     return loopback.request(addr, "POST", path, obj, h, timeout)
 
 
-def mcp_session(addr):
-    """(session id, GET stream) of a raw MCP session (initialize, initialized, GET /mcp)."""
+def mcp_session(addr, auth=None):
+    """(session id, GET stream) of a raw MCP session (initialize, initialized, GET /mcp);
+    `auth`: headers every request carries (a bearer token)."""
     init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
             "params": {"protocolVersion": "2025-11-25", "capabilities": {},
                        "clientInfo": {"name": "bench", "version": "0"}}}  # fmt: skip
-    status, hdrs, _ = post(addr, "/mcp", init)
+    status, hdrs, _ = post(addr, "/mcp", init, auth)
     sid = hdrs.get("mcp-session-id")
     if status != 200 or not sid:
         raise RuntimeError("MCP initialize answered %s without a session" % status)
-    h = {"Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-11-25"}
+    h = dict(auth or {}, **{"Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-11-25"})
     post(addr, "/mcp", {"jsonrpc": "2.0", "method": "notifications/initialized"}, h)
     return sid, Stream(addr, "/mcp", h).ready()
 
