@@ -60,6 +60,7 @@ class Load(threading.Thread):
         self.fn, self.period_s = fn, period_s
         self.done = threading.Event()
         self.outcomes = {}  # outcome -> count
+        self.first = {}  # outcome -> what came with its first
         self.short = []  # the refusals for want of memory (at most 10 kept)
         self.n_short = 0
 
@@ -70,6 +71,8 @@ class Load(threading.Thread):
                 out = self.fn()
             except Exception as e:  # an answer that broke off or never came
                 out = ("failed", repr(e)[:200])
+            if out[0] not in self.outcomes:
+                self.first[out[0]] = str(out[1])[:300]
             self.outcomes[out[0]] = self.outcomes.get(out[0], 0) + 1
             if out[0] == "short":
                 self.n_short += 1
@@ -172,6 +175,7 @@ def soak(body, st, soak_s):
         "heap": body.heap,
         "soak_s": round(time.monotonic() - t0, 1),
         "loads": {x.name: x.outcomes for x in loads},
+        "first": {x.name: x.first for x in loads},
         "short_of_memory": sum(x.n_short for x in loads)
         + len(mem_errors)
         + xz.get("no_memory", 0)
@@ -224,6 +228,9 @@ def show(f):
     )
     for name, outcomes in sorted(f["loads"].items()):
         print("  %-8s %s" % (name, ", ".join("%s %d" % kv for kv in sorted(outcomes.items()))))
+        for k, v in sorted(f["first"][name].items()):
+            if k not in ("ok", "422", "short"):
+                print("    first %s: %s" % (k, v[:160]))
     for s in f["setup_refusals"]:
         print("  attaching: %s" % s[:160])
     for s in f["short_examples"]:
