@@ -187,11 +187,11 @@ class Decoder:
         """Take data[:n] arriving at tick now (see DESIGN.md); an empty read is idle(now). An
         exception raised by on_frame does not disturb the decoder: the chunk is still taken
         whole, later frames still come out, and the first such exception is raised again when
-        feed() returns."""
+        feed() returns. Returns the bytes still pending (as pending() would)."""
         if n < 0:
             n = len(data)
         try:
-            _run(self, self._mem, data, n, now, _TAKE)
+            return _run(self, self._mem, data, n, now, _TAKE)
         except Exception as e:
             self._resume(e, data, n)
 
