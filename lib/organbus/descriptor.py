@@ -32,6 +32,7 @@ _ONE = 1
 _MAX_TEXT = MAX_TEXT
 _NOT_Q = const(1 << 25)  # (the quick read's "not this way", below)
 _NOT = _NOT_Q
+_FIRST = const(16)  # (_qstr: the first byte a lower-case letter)
 if not _MP:  # CPython: viper's casts are viperhost's (tools/shim, beside micropython's)
     import typing
 
@@ -322,7 +323,8 @@ def _float_at(b, p):
 @micropython.viper
 def _qstr(payload, p: int, n: int, lo: int, hi: int, mask: int):
     # the str8 at payload[p] when it lies in payload[:n], has lo..hi bytes and each of its
-    # bytes has a class in mask (mask 0: valid UTF-8), else None
+    # bytes has a class in mask (mask 0: valid UTF-8; with _FIRST, the first a lower-case
+    # letter), else None
     b = ptr8(payload)
     if p >= n:
         return None
@@ -332,6 +334,8 @@ def _qstr(payload, p: int, n: int, lo: int, hi: int, mask: int):
     if k < lo or k > hi or e > n:
         return None
     t = ptr8(_CLASS)
+    if mask & _FIRST and k and not (t[b[p]] & 1):
+        return None
     i = p
     while i < e:
         c = int(b[i])
@@ -373,7 +377,6 @@ def _whole(payload, p: int) -> int:
 @micropython.viper
 def _quick(payload, n: int):
     b = ptr8(payload)
-    t = ptr8(_CLASS)
     mid = _qstr(payload, 0, n, 1, 15, 15)
     if mid is _NONE:
         return None
@@ -396,8 +399,8 @@ def _quick(payload, n: int):
     seen = []
     ci = 0
     while ci < count:
-        name = _qstr(payload, p, n, 1, 23, 13)
-        if name is _NONE or not (t[b[p + 1]] & 1) or name in seen:
+        name = _qstr(payload, p, n, 1, 23, 13 | _FIRST)
+        if name is _NONE or name in seen:
             return None
         seen.append(name)
         p += 1 + int(b[p])
@@ -429,8 +432,8 @@ def _quick(payload, n: int):
         names = []
         pi = 0
         while pi < pc:
-            pname = _qstr(payload, p, n, 1, 15, 13)
-            if pname is _NONE or not (t[b[p + 1]] & 1) or pname in names:
+            pname = _qstr(payload, p, n, 1, 15, 13 | _FIRST)
+            if pname is _NONE or pname in names:
                 return None
             names.append(pname)
             p += 1 + int(b[p])
