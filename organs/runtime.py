@@ -223,7 +223,7 @@ class Organ:
             n = len(data)
         d = self._decoder
         try:
-            self._held = _scan(d, d._mem, data, n, now, _TAKE)
+            self._held = _scan(d.on_frame, d.payload, d._mem, data, n, now, _TAKE)
         except Exception as e:
             d._resume(e, data, n)
 
