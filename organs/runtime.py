@@ -174,6 +174,9 @@ class Organ:
         self._next_hb = ticks_add(now, HEARTBEAT_MS)
         self._next_desc = ticks_add(now, REDESCRIBE_MS)
 
+    # native on MicroPython, as `feed` and `_on_frame` (one call per writer step; on CPython
+    # the host shim's decorator leaves it as it is)
+    @micropython.native
     def poll(self, now):
         """Timers: cadence, decoder idle, the abilities' poll. Returns ms until it is next due."""
         state = self.state
@@ -432,6 +435,7 @@ class Link:
         self.flush()
         return wait
 
+    @micropython.native  # (as Organ.poll: twice per command round trip)
     def flush(self):
         uart = self.uart
         organ = self.organ
