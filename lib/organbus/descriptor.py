@@ -30,8 +30,8 @@ _NONE = None  # (viper compares an object with None through a name)
 _ZERO = 0  # (and an object with an int through names: the bounds' rules)
 _ONE = 1
 _MAX_TEXT = MAX_TEXT
-_NOT_Q = const(1 << 25)  # (the quick read's "not this way", below)
-_NOT = _NOT_Q
+_NOT_Q = const(1 << 25)  # the quick read's "not this way" (below): folded into viper's code,
+_NOT = _NOT_Q  # and the same number as an object, for the comparisons of the bounds
 _FIRST = const(16)  # (_qstr: the first byte a lower-case letter)
 if not _MP:  # CPython: viper's casts are viperhost's (tools/shim, beside micropython's)
     import typing
@@ -352,8 +352,8 @@ def _qstr(payload, p: int, n: int, lo: int, hi: int, mask: int):
 
 @micropython.viper
 def _whole(payload, p: int) -> int:
-    # the f32 at payload[p] as the int _bound gives for it (an int, bool or string bound): when it is 0 or a
-    # whole number of magnitude 1..2**24; else _NOT (it goes to the reader)
+    # the f32 at payload[p] (an int, bool or string param's bound) as the int _bound gives
+    # for it, when it is 0 or a whole number of magnitude 1 up to below 2**24; else _NOT_Q
     b = ptr8(payload)
     e = ((int(b[p]) & 0x7F) << 1) | (int(b[p + 1]) >> 7)
     m = ((int(b[p + 1]) & 0x7F) << 16) | (int(b[p + 2]) << 8) | int(b[p + 3])
