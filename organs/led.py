@@ -70,12 +70,12 @@ class Light:
         self.set(False)
 
     def set(self, on):
-        self.on = bool(on)
+        on = self.on = True if on else False
         if self._pixels is not None:
             self._pixels.fill(self._color if on else self._black)
             self._pixels.write()
         else:
-            self._pin.value((1 if on else 0) ^ self._low)
+            self._pin.value(on ^ self._low)
 
 
 class LedOrgan:

@@ -187,11 +187,11 @@ class Decoder:
         """Take data[:n] arriving at tick now (see DESIGN.md); an empty read is idle(now). An
         exception raised by on_frame does not disturb the decoder: the chunk is still taken
         whole, later frames still come out, and the first such exception is raised again when
-        feed() returns."""
+        feed() returns. Returns the bytes still pending (as pending() would)."""
         if n < 0:
             n = len(data)
         try:
-            _run(self, self._mem, data, n, now, _TAKE)
+            return _run(self.on_frame, self.payload, self._mem, data, n, now, _TAKE)
         except Exception as e:
             self._resume(e, data, n)
 
@@ -200,14 +200,14 @@ class Decoder:
         """The reader saw no byte (call it on every empty poll): apply the time rules. Returns
         the bytes still pending (as pending() would)."""
         try:
-            return _run(self, self._mem, b"", 0, now, _IDLE)
+            return _run(self.on_frame, self.payload, self._mem, b"", 0, now, _IDLE)
         except Exception as e:
             self._resume(e, b"", 0)
 
     def flush(self):
         """End of input: whatever is incomplete is abandoned (frames behind it still come out)."""
         try:
-            _run(self, self._mem, b"", 0, 0, _FLUSH)
+            _run(self.on_frame, self.payload, self._mem, b"", 0, 0, _FLUSH)
         except Exception as e:
             self._resume(e, b"", 0)
 
@@ -215,7 +215,7 @@ class Decoder:
         # on_frame raised: finish the run (each later exception is dropped), then raise e.
         while True:
             try:
-                _run(self, self._mem, data, n, 0, _RESUME)
+                _run(self.on_frame, self.payload, self._mem, data, n, 0, _RESUME)
                 break
             except Exception:
                 pass

@@ -107,10 +107,11 @@ def zero(mem: ptr8, a: int, b: int):
 
 
 @micropython.viper
-def run(dec, mem: ptr8, data: ptr8, n: int, now: int, mode: int) -> int:
+def run(on_frame, payload, mem: ptr8, data: ptr8, n: int, now: int, mode: int) -> int:
     # One call per read (or empty poll, or end of input), the whole receive path in machine
     # code: time rules, arrival marks, SOF scan, copy, header checks, CRC, rescans and
-    # counters; dec.on_frame(ftype, dec.payload, n) for each legal frame. Before each
+    # counters; on_frame(ftype, payload, n) for each legal frame (the decoder's callback
+    # and its fixed payload view, passed in: no attribute read per frame). Before each
     # on_frame the state is written back with where the run stopped, so when on_frame
     # raises, RESUME finishes the run. Returns the bytes left pending.
     w = ptr32(uint(mem) + W)
@@ -250,7 +251,7 @@ def run(dec, mem: ptr8, data: ptr8, n: int, now: int, mode: int) -> int:
                                 w[FILL] = fill
                                 w[NEED] = need
                                 w[POS] = i
-                                dec.on_frame(ftype, dec.payload, length)
+                                on_frame(ftype, payload, length)
                                 if fill == need:
                                     fill = 0
                                     need = 5
@@ -296,7 +297,14 @@ def run(dec, mem: ptr8, data: ptr8, n: int, now: int, mode: int) -> int:
                 mt[0] = d
                 w[NM] = 1
                 i = j + 1
-                continue
+                # A whole frame in this read (the common case): its header read here, so one
+                # copy takes all its bytes (the checks below decide it as ever)
+                if j + 5 <= n:
+                    p = ptr8(uint(data) + uint(j))
+                    if p[1] == 3:
+                        length = int((p[3] << 8) | p[4])
+                        if length <= 512 and j + length + 8 <= n:
+                            need = length + 8
             k = need - fill
             if k > n - i:
                 k = n - i

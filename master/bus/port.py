@@ -68,7 +68,7 @@ class Port:
             n = len(data)
         d = self.decoder
         try:
-            _scan(d, d._mem, data, n, now, _TAKE)
+            _scan(d.on_frame, d.payload, d._mem, data, n, now, _TAKE)
         except Exception as e:
             d._resume(e, data, n)
 

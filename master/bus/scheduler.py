@@ -6,6 +6,7 @@
 # Times are ms ticks passed in; a COMMAND leaves through its owner's Port (`port.command`),
 # and every step's dispatch and end is published on the hub ("step"), every finished plan
 # too ("plan"). `poll(now)` runs the timeouts and returns ms until the next one is due.
+import micropython
 from micropython import const
 
 from organbus.ticks import ticks_diff
@@ -73,6 +74,10 @@ class Scheduler:
                 self._release(s)
         self._dispatch(now)
 
+    # `on_resp` and `on_event`, the step path, are native code on MicroPython (the same object
+    # operations without the bytecode loop: a continuous step 36,800 -> 33,800 RV32
+    # instructions); on CPython the decorator is the host shim's (the function as it is).
+    @micropython.native
     def on_resp(self, port, status, now):
         s = self.outstanding.pop(port.index, None)
         if s is None:
@@ -109,6 +114,7 @@ class Scheduler:
         else:
             self.on_event(port, None, 0, now, s)  # an immediate step done: the step path
 
+    @micropython.native
     def on_event(self, port, name, status, now, s=None):
         """EVENT done from `port`; returns True when it finished a running step (the first
         running step of that port and name in plan order: older plan, then plan index)."""
