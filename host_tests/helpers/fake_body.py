@@ -38,6 +38,14 @@ ORGANS = {"LED_001": LED, "SPK_001": SPK}
 _TYPES = {"int": int, "float": (int, float), "bool": bool, "string": str}
 
 
+KEPT = 16
+
+
+def _keep(log, x):
+    log.append(x)
+    if len(log) > KEPT:
+        log.pop(0)
+
 class FakeStep:
     def __init__(self, st):
         self.task_id = st["task_id"]
@@ -81,8 +89,10 @@ class FakeBody:
     def __init__(self, online=("LED_001", "SPK_001"), play_ms=150):
         self.online = list(online)
         self.script = {}
-        self.executed = []  # every plan that passed the checks (COMMANDs "sent")
-        self.commands = []  # (action, params) in the order they were "sent"
+        # the last KEPT plans that passed the checks (COMMANDs "sent") and (action, params) in
+        # the order they were "sent": bounded, as a long-running server's fake must not grow
+        self.executed = []
+        self.commands = []
         self.play_ms = play_ms  # how long a continuous step runs after its accept
         self.playing = 0  # continuous steps accepted and still running
         self.groups = {}  # resource group -> the FakeStep of submit's run holding it
@@ -174,11 +184,11 @@ class FakeBody:
         problems, notes = self.check(plan)
         if problems:
             return PROBLEMS, {"problems": problems}
-        self.executed.append(plan)
+        _keep(self.executed, plan)
         out = []
         ok = True
         for s in plan["steps"]:
-            self.commands.append((s["action"], s.get("params", {})))
+            _keep(self.commands, (s["action"], s.get("params", {})))
             status = self.script.get(s["action"], "done")
             if on_accept is not None:
                 on_accept(
@@ -209,7 +219,7 @@ class FakeBody:
         problems, notes = self.check(plan)
         if problems:
             return PROBLEMS, {"problems": problems, "notes": notes}
-        self.executed.append(plan)
+        _keep(self.executed, plan)
         run = FakeRun(plan, notes, on_accept, on_done)
         self._next(run)
         return ACCEPTED, run
@@ -223,7 +233,7 @@ class FakeBody:
                 else:
                     s.status = "sent"
                     s.t_sent = self.clock()
-                    self.commands.append((s.action, s.params))
+                    _keep(self.commands, (s.action, s.params))
                     asyncio.create_task(self._play(run, s, group))
                 return
         if not run.finished:
