@@ -232,13 +232,16 @@ def _check_step(i, st, caps, names, problems, notes):
     if not isinstance(st, dict):
         problems.append("%s: expected an object, got %s" % (_step_at(i), _kind(st)))
         return out
-    for k in st:
-        if k not in STEP_KEYS:
-            _unknown_keys(_step_at(i), st, STEP_KEYS, problems)
-            break
+    have = 0  # STEP_KEYS the step has: it has another key when it has more keys than these
     for k in STEP_KEYS:
-        if k not in st:
-            problems.append("%s.%s: missing" % (_step_at(i), k))
+        if k in st:
+            have += 1
+    if have < len(st):
+        _unknown_keys(_step_at(i), st, STEP_KEYS, problems)
+    if have < len(STEP_KEYS):
+        for k in STEP_KEYS:
+            if k not in st:
+                problems.append("%s.%s: missing" % (_step_at(i), k))
     tid = st.get("task_id")
     if "task_id" in st:
         if not (type(tid) is str and ascii_str(tid)) and not _is_str(tid):
