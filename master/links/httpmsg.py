@@ -221,7 +221,9 @@ def client_address(peer):
     return "?" if peer is None else str(peer)
 
 
-_OWS = b" \t\r\n\x0b\x0c"  # what bytes.strip() takes off a header's value
+# what bytes.strip() takes off a header's value: ASCII white space, as MicroPython's str.strip
+# (CPython's str.strip also took \x1c..\x1f and Unicode spaces; RFC 9110's OWS is SP and HTAB)
+_OWS = b" \t\r\n\x0b\x0c"
 # The header names clients send most, lower-case, by their bytes: parse_head takes these str
 # instead of making new ones (about 500 B of heap on the C6 for 9,000 instructions a header)
 _NAMES = {}
