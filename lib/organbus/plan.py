@@ -348,14 +348,16 @@ def _check_deps(steps, problems):
     later = False  # a step depends on a later one: only then can there be a cycle
     for i, st in enumerate(steps):
         e = []
+        t = st["task_id"]
         for j, d in enumerate(st["depends_on"]):
-            if d == st["task_id"]:
+            k = index.get(d, -1)
+            if d == t:
                 problems.append("%s: %s is the step itself" % (_dep_at(i, j), _quote(d)))
-            elif d not in index:
+            elif k < 0:
                 problems.append("%s: %s names no task in the plan" % (_dep_at(i, j), _quote(d)))
-            elif index[d] not in e and index[d] != i:
-                e.append(index[d])
-                later = later or index[d] > i
+            elif k != i and k not in e:
+                e.append(k)
+                later = later or k > i
         edges.append(e)
     if not later:
         return  # every edge points back: no cycle
