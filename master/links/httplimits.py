@@ -101,8 +101,8 @@ class RateLimiter:
 class HeapGuard:
     """`short(now)`: True when the heap has under `min_free` bytes free after a collection,
     when a request is answered 503 instead of taken. gc.mem_free() walks the whole heap's
-    table (about 2 instructions per byte of heap: 2 M on the bench image's 1 MB, ~0.4 M on a
-    C6's 200 KB, more than the rest of an MCP call), so it is asked at most once per `period_ms`
+    table (about 2 instructions per byte of heap: 2 M on the bench image's 1 MB, ~130,000 at
+    64 KB; the rest of an MCP call is ~770,000), so it is asked at most once per `period_ms`
     while its last answer was at least twice `min_free`, and at every request otherwise; an
     allocation that finds no block in between is a 503 all the same (docs/master.md)."""
 
