@@ -279,6 +279,8 @@ class HttpServer:
             req.stream = BodyStream(reader, rest, n, cfg["body_timeout_ms"], handler)
             rec[2] = None  # a long upload is not a slow client: never reclaimed
             handler = handler.handler
+        elif n and len(rest) >= n:  # the body came with the head: no read to wait for
+            req.pieces = await self._read_body(reader, rest, n, rec[4])
         elif n:
             try:
                 req.pieces = await asyncio.wait_for(
