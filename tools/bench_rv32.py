@@ -158,7 +158,7 @@ def figures(c):
             out[key + "_cpi1"] = round(_us(n, 1.0) / 1000, 2)
             row(label, n, lambda n, cpi: _time(_us(n, cpi)), key, target, "<=")
         row(
-            "  of both: gc.mem_free() (%d KB heap)" % (c["http_heap_bytes"] // 1024),
+            "  gc.mem_free() (%d KB heap), once a second" % (c["http_heap_bytes"] // 1024),
             c["http_mem_free_insn"],
             lambda n, cpi: _time(_us(n, cpi)),
             None,

@@ -1,5 +1,5 @@
 # httpd pieces without sockets (head parsing, rate limiter, response bytes), on CPython and the unix port.
-from master.links import httpd
+from master.links import httpd, httplimits
 
 UNIX_PORT = True
 
@@ -24,6 +24,37 @@ def test_parse_head_good_and_bad():
             assert False, "accepted %r" % bad
         except httpd.HttpError as e:
             assert e.status == status and e.reason, (bad, e.status, e.reason)
+
+
+def test_heap_guard_looks_once_a_second_while_there_is_room():
+    class Gc:  # gc.mem_free() as the floor sees it, its looks and collections counted
+        def __init__(self):
+            self.free = 20000
+            self.looks = 0
+            self.collects = 0
+
+        def mem_free(self):
+            self.looks += 1
+            return self.free
+
+        def collect(self):
+            self.collects += 1
+
+    fake = Gc()
+    saved = httplimits.gc, httplimits._HAS_MEM_FREE
+    httplimits.gc, httplimits._HAS_MEM_FREE = fake, True
+    try:
+        g = httplimits.HeapGuard(6144)
+        assert not g.short(0) and fake.looks == 1
+        assert not g.short(999) and fake.looks == 1  # room at the last look: not looked again
+        fake.free = 9000
+        assert not g.short(1000) and fake.looks == 2  # a second on: looked at
+        assert not g.short(1001) and fake.looks == 3  # under twice the floor: every request
+        fake.free = 5000
+        assert g.short(1002) and (fake.looks, fake.collects) == (5, 1)  # short after a collect
+        assert g.short(1003) and (fake.looks, fake.collects) == (7, 2)
+    finally:
+        httplimits.gc, httplimits._HAS_MEM_FREE = saved
 
 
 def test_rate_limiter_bucket_and_retry_after():

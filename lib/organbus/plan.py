@@ -232,13 +232,16 @@ def _check_step(i, st, caps, names, problems, notes):
     if not isinstance(st, dict):
         problems.append("%s: expected an object, got %s" % (_step_at(i), _kind(st)))
         return out
-    for k in st:
-        if k not in STEP_KEYS:
-            _unknown_keys(_step_at(i), st, STEP_KEYS, problems)
-            break
+    have = 0  # STEP_KEYS the step has: it has another key when it has more keys than these
     for k in STEP_KEYS:
-        if k not in st:
-            problems.append("%s.%s: missing" % (_step_at(i), k))
+        if k in st:
+            have += 1
+    if have < len(st):
+        _unknown_keys(_step_at(i), st, STEP_KEYS, problems)
+    if have < len(STEP_KEYS):
+        for k in STEP_KEYS:
+            if k not in st:
+                problems.append("%s.%s: missing" % (_step_at(i), k))
     tid = st.get("task_id")
     if "task_id" in st:
         if not (type(tid) is str and ascii_str(tid)) and not _is_str(tid):
@@ -345,14 +348,16 @@ def _check_deps(steps, problems):
     later = False  # a step depends on a later one: only then can there be a cycle
     for i, st in enumerate(steps):
         e = []
+        t = st["task_id"]
         for j, d in enumerate(st["depends_on"]):
-            if d == st["task_id"]:
+            k = index.get(d, -1)
+            if d == t:
                 problems.append("%s: %s is the step itself" % (_dep_at(i, j), _quote(d)))
-            elif d not in index:
+            elif k < 0:
                 problems.append("%s: %s names no task in the plan" % (_dep_at(i, j), _quote(d)))
-            elif index[d] not in e and index[d] != i:
-                e.append(index[d])
-                later = later or index[d] > i
+            elif k != i and k not in e:
+                e.append(k)
+                later = later or k > i
         edges.append(e)
     if not later:
         return  # every edge points back: no cycle

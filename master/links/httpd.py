@@ -16,7 +16,7 @@ from micropython import const
 
 from organbus.ticks import ticks_diff, ticks_ms
 
-from master.links.httplimits import DEFAULTS, RateLimiter, _Listener
+from master.links.httplimits import DEFAULTS, HeapGuard, RateLimiter, _Listener, _close, _print_exc
 from master.links.jsonout import OUT, Each, _drain, json_length, write_json
 
 # The message names (HttpError, Request, Stream, Fed, parse_head, ...) stay reachable as httpd's.
@@ -31,7 +31,6 @@ _LINGER_MAX = const(65536)
 _LINGER_MS = const(300)
 _STREAMING = const(2)  # conns record [3]: a streamed answer, its request slot given back
 _SPARE = const(640)  # bytes held back at boot for a request that finds no block (_conn)
-_HAS_MEM_FREE = hasattr(gc, "mem_free")
 
 # Built once: the answer when the heap runs short, sent without allocating a new response.
 _BODY_LOW = b'{"error": "the master is short of memory right now, try again"}'
@@ -65,6 +64,7 @@ class HttpServer:
             if path.endswith("/<token>") and path[:-7] not in self.secret:
                 self.secret.append(path[:-7])
         self.limiter = RateLimiter(cfg["rate_per_s"], cfg["rate_burst"])
+        self.heap = HeapGuard(cfg["min_free"])  # the min_free floor
         self.active = 0
         self.per_client = {}
         # [task, client, tick it came or None once read whole, reclaimed, a Fed route's feeder]
@@ -142,7 +142,7 @@ class HttpServer:
             buf = buf + chunk if buf else chunk
             i = buf.find(b"\r\n\r\n")
             if 0 <= i <= limit:
-                return buf[:i], buf[i + 4 :]
+                return buf, i  # the head is buf[:i]: parsed in place (parse_head's end)
             if len(buf) > limit + 3:
                 raise HttpError(431, "request head longer than %d bytes" % limit)
 
@@ -216,7 +216,7 @@ class HttpServer:
     async def _handle(self, reader, writer, addr, rec):
         cfg = self.cfg
         try:
-            head, rest = await asyncio.wait_for(
+            head, end = await asyncio.wait_for(
                 self._read_head(reader), cfg["header_timeout_ms"] / 1000
             )
         except asyncio.TimeoutError:
@@ -229,7 +229,8 @@ class HttpServer:
                 "rate limit: at most %d requests per second" % cfg["rate_per_s"],
                 {"Retry-After": str(wait)},
             )
-        method, path, query, headers = parse_head(head)
+        method, path, query, headers = parse_head(head, end=end)
+        rest = head[end + 4 :]
         head = None  # not kept for the handler's time (an upload lasts seconds)
         cl = headers.get("content-length")
         origin = headers.get("origin")
@@ -270,18 +271,17 @@ class HttpServer:
         if isinstance(handler, Fed):  # its feeder is closed by _conn, however this ends
             rec[4] = req.fed = handler.start(req)
             handler = handler.handler
+        if (stream or n) and headers.get("expect", "").lower() == "100-continue":
+            # curl asks before sending a body over 1 KB; say go on (refusals came first).
+            writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            await asyncio.wait_for(writer.drain(), cfg["write_timeout_ms"] / 1000)
         if stream:
-            if headers.get("expect", "").lower() == "100-continue":
-                writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-                await asyncio.wait_for(writer.drain(), cfg["write_timeout_ms"] / 1000)
             req.stream = BodyStream(reader, rest, n, cfg["body_timeout_ms"], handler)
             rec[2] = None  # a long upload is not a slow client: never reclaimed
             handler = handler.handler
+        elif n and len(rest) >= n:  # the body came with the head: no read to wait for
+            req.pieces = await self._read_body(reader, rest, n, rec[4])
         elif n:
-            if headers.get("expect", "").lower() == "100-continue":
-                # curl asks before sending a body over 1 KB; say go on (refusals came first).
-                writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-                await asyncio.wait_for(writer.drain(), cfg["write_timeout_ms"] / 1000)
             try:
                 req.pieces = await asyncio.wait_for(
                     self._read_body(reader, rest, n, rec[4]), cfg["body_timeout_ms"] / 1000
@@ -408,10 +408,8 @@ class HttpServer:
         self.conns.append(rec)
         try:
             try:
-                if _HAS_MEM_FREE and gc.mem_free() < self.cfg["min_free"]:
-                    gc.collect()
-                    if gc.mem_free() < self.cfg["min_free"]:
-                        raise MemoryError
+                if self.heap.short(now):
+                    raise MemoryError
                 try:
                     handling = self._handle(reader, writer, addr, rec)
                 except MemoryError:
@@ -458,23 +456,6 @@ class HttpServer:
                     self.spare = bytearray(_SPARE)
                 except MemoryError:
                     pass  # taken after a later request
-
-
-async def _close(writer):
-    try:
-        writer.close()
-        await writer.wait_closed()
-    except Exception:
-        pass
-
-
-def _print_exc(e):
-    if _MP:
-        sys.print_exception(e)
-    else:
-        import traceback
-
-        traceback.print_exception(type(e), e, e.__traceback__)
 
 
 async def serve(routes, host, port, config=None):

@@ -1,6 +1,7 @@
-# The HTTP server's limits beside its core: its settings, a token bucket per client, and the accept loop that survives a full heap.
+# The HTTP server's limits beside its core: its settings, a token bucket per client, the heap's floor, the accept loop that survives a full heap, a connection's close.
 import asyncio
 import gc
+import sys
 
 from micropython import const
 
@@ -8,6 +9,8 @@ from organbus.plan import MAX_PLAN_BYTES
 from organbus.ticks import ticks_diff
 
 _RATE_CLIENTS = const(16)
+_FREE_MS = const(1000)  # HeapGuard: while the heap has room, gc.mem_free() at most this often
+_HAS_MEM_FREE = hasattr(gc, "mem_free")  # MicroPython
 
 
 DEFAULTS = {
@@ -95,6 +98,38 @@ class RateLimiter:
         return (1000 - b[0] + self.rate * 1000 - 1) // (self.rate * 1000) or 1
 
 
+class HeapGuard:
+    """`short(now)`: True when the heap has under `min_free` bytes free after a collection,
+    when a request is answered 503 instead of taken. gc.mem_free() walks the whole heap's
+    table (about 2 instructions per byte of heap: 2 M on the bench image's 1 MB, ~130,000 at
+    64 KB; the rest of an MCP call is ~770,000), so it is asked at most once per `period_ms`
+    while its last answer was at least twice `min_free`, and at every request otherwise; an
+    allocation that finds no block in between is a 503 all the same (docs/master.md)."""
+
+    def __init__(self, min_free, period_ms=_FREE_MS):
+        self.min_free = min_free
+        self.period = period_ms
+        self.at = None  # ticks_ms of the last look, None before the first
+        self.free = 0  # what it found
+
+    def short(self, now):
+        if not _HAS_MEM_FREE:
+            return False  # CPython: no heap of its own to run out of
+        if (
+            self.at is not None
+            and self.free >= 2 * self.min_free
+            and ticks_diff(now, self.at) < self.period
+        ):
+            return False
+        free = gc.mem_free()
+        if free < self.min_free:
+            gc.collect()
+            free = gc.mem_free()
+        self.at = now
+        self.free = free
+        return free < self.min_free
+
+
 class _Listener:
     """MicroPython's `asyncio.start_server` (extmod/asyncio/stream.py) but for one thing: a
     client accepted on a heap too full for its Stream and task gets the spare block and one
@@ -151,3 +186,20 @@ def _accept(server, s2, addr):
     s2.setblocking(False)
     st = asyncio.StreamReader(s2, {"peername": addr})
     asyncio.create_task(server._conn(st, st))
+
+
+async def _close(writer):
+    try:
+        writer.close()
+        await writer.wait_closed()
+    except Exception:
+        pass
+
+
+def _print_exc(e):
+    if sys.implementation.name == "micropython":
+        sys.print_exception(e)
+    else:
+        import traceback
+
+        traceback.print_exception(type(e), e, e.__traceback__)

@@ -50,16 +50,20 @@ def summary(step):
     return line
 
 
+def listed(names):
+    """The tools as a refusal lists them (made only for a refusal: a str costs)."""
+    return ", ".join(names) if names else "none (no organ is online)"
+
+
 def call_args(mid, params, names):
-    """(name, args, names, listed) of a tools/call, or an error response."""
+    """(name, args, names) of a tools/call, or an error response."""
     name = params.get("name")
     args = params.get("arguments")
-    listed = ", ".join(names) if names else "none (no organ is online)"
     if not isinstance(name, str) or name not in names:
         return error(
             mid,
             INVALID_PARAMS,
-            "unknown tool %r; available tools: %s" % (name, listed),
+            "unknown tool %r; available tools: %s" % (name, listed(names)),
             {"tools": names},
         )
     if args is None:
@@ -68,7 +72,7 @@ def call_args(mid, params, names):
         return error(
             mid,
             INVALID_PARAMS,
-            "arguments of %r must be an object; available tools: %s" % (name, listed),
+            "arguments of %r must be an object; available tools: %s" % (name, listed(names)),
             {"tools": names},
         )
     bad = not_finite(args, "arguments")
@@ -77,18 +81,19 @@ def call_args(mid, params, names):
         return error(
             mid,
             INVALID_PARAMS,
-            "invalid arguments for %r: %s; available tools: %s" % (name, why, listed),
+            "invalid arguments for %r: %s; available tools: %s" % (name, why, listed(names)),
             {"problems": [why], "tools": names},
         )
-    return name, args, names, listed
+    return name, args, names
 
 
-def problems(mid, name, out, names, listed):
+def problems(mid, name, out, names):
     problems = out.get("problems", [])
     return error(
         mid,
         INVALID_PARAMS,
-        "invalid arguments for %r: %s; available tools: %s" % (name, "; ".join(problems), listed),
+        "invalid arguments for %r: %s; available tools: %s"
+        % (name, "; ".join(problems), listed(names)),
         {"problems": problems, "tools": names},
     )
 

@@ -392,9 +392,10 @@ def links():
         "Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2025-06-18\r\n",
     )
     mcp, mcp_sent = _to_command(mcp_req)
-    # two parts of both rows that are master/links/httpd.py's: gc.mem_free() (HttpServer._conn's
-    # min_free check, once per request: it walks the whole heap's allocation table, so it
-    # costs what the image's heap size makes it) and the head's parse
+    # two parts that are master/links/httpd.py's: gc.mem_free() (the min_free floor's look,
+    # httplimits.HeapGuard: it walks the whole heap's allocation table, so it costs what the
+    # image's heap size makes it; since issue 28 at most once a second while the heap has
+    # room, so the warm-up round pays it and the rounds counted do not) and the head's parse
     from master.links import httpd
 
     free, _ = _measure(gc.mem_free)
