@@ -220,7 +220,7 @@ def run(on_frame, payload, mem: ptr8, data: ptr8, n: int, now: int, mode: int) -
                             drop = 1
                         else:
                             # CRC of mem[1:e], slicing-by-8 (crc16.py has the tables),
-                            # then byte by byte
+                            # then by 4, then byte by byte
                             crc = 0xFFFF
                             q = uint(mem) + 1
                             qe = uint(mem) + uint(e)
@@ -237,6 +237,15 @@ def run(on_frame, payload, mem: ptr8, data: ptr8, n: int, now: int, mode: int) -
                                     ^ t7[(crc ^ p[0]) & 0xFF]
                                 )
                                 q += 8
+                            if q + 4 <= qe:
+                                p = ptr8(q)
+                                crc = (
+                                    t[p[3]]
+                                    ^ t1[p[2]]
+                                    ^ t2[(crc >> 8) ^ p[1]]
+                                    ^ t3[(crc ^ p[0]) & 0xFF]
+                                )
+                                q += 4
                             while q < qe:
                                 crc = (crc >> 8) ^ t[(crc ^ ptr8(q)[0]) & 0xFF]
                                 q += 1
@@ -308,19 +317,23 @@ def run(on_frame, payload, mem: ptr8, data: ptr8, n: int, now: int, mode: int) -
             k = need - fill
             if k > n - i:
                 k = n - i
-            # Copy data[i:i+k] to mem[fill:], four bytes a step.
+            # Copy data[i:i+k] to mem[fill:], eight bytes a step.
             q = uint(data) + uint(i)
             qe = q + uint(k)
             r = uint(mem) + uint(fill)
-            while q + 4 <= qe:
+            while q + 8 <= qe:
                 p = ptr8(q)
                 o = ptr8(r)
                 o[0] = p[0]
                 o[1] = p[1]
                 o[2] = p[2]
                 o[3] = p[3]
-                q += 4
-                r += 4
+                o[4] = p[4]
+                o[5] = p[5]
+                o[6] = p[6]
+                o[7] = p[7]
+                q += 8
+                r += 8
             while q < qe:
                 ptr8(r)[0] = ptr8(q)[0]
                 q += 1
