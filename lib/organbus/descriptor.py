@@ -351,6 +351,17 @@ def _qstr(payload, p: int, n: int, lo: int, hi: int, mask: int):
 
 
 @micropython.viper
+def _new_name(payload, p: int, n: int, hi: int, seen):
+    # a capability's or a param's name (1..hi bytes of [a-z0-9_], a letter first) not yet in
+    # `seen`, added to it; else None
+    name = _qstr(payload, p, n, 1, hi, 13 | _FIRST)
+    if name is _NONE or name in seen:
+        return None
+    seen.append(name)
+    return name
+
+
+@micropython.viper
 def _whole(payload, p: int) -> int:
     # the f32 at payload[p] (an int, bool or string param's bound) as the int _bound gives
     # for it, when it is 0 or a whole number of magnitude 1 up to below 2**24; else _NOT_Q
@@ -396,13 +407,12 @@ def _quick(payload, n: int):
     p += 5
     caps = []
     d["capabilities"] = caps
-    seen = []
     ci = 0
+    seen = []  # the capabilities' names so far
     while ci < count:
-        name = _qstr(payload, p, n, 1, 23, 13 | _FIRST)
-        if name is _NONE or name in seen:
+        name = _new_name(payload, p, n, 23, seen)
+        if name is _NONE:
             return None
-        seen.append(name)
         p += 1 + int(b[p])
         desc = _qstr(payload, p, n, 1, 63, 0)
         if desc is _NONE:
@@ -432,10 +442,9 @@ def _quick(payload, n: int):
         names = []
         pi = 0
         while pi < pc:
-            pname = _qstr(payload, p, n, 1, 15, 13 | _FIRST)
-            if pname is _NONE or pname in names:
+            pname = _new_name(payload, p, n, 15, names)
+            if pname is _NONE:
                 return None
-            names.append(pname)
             p += 1 + int(b[p])
             if p + 9 > n or int(b[p]) > 3:
                 return None
