@@ -217,7 +217,7 @@ def test_plans_run_to_completion_while_an_update_uploads_at_the_measured_need(tm
 
         def upload():
             result["push"] = tool.Master("http://%s:%d" % vb.http, TOKEN).push(
-                data, lambda sent, total: time.sleep(0.02), chunk=2048  # >= 2.6 s: plans overlap it
+                data, lambda sent, total: time.sleep(0.04), chunk=2048  # >= 5.2 s: plans overlap it
             )
 
         t = threading.Thread(target=upload)
@@ -245,10 +245,17 @@ def test_plans_run_to_completion_while_an_update_uploads_at_the_measured_need(tm
             "ota at %s: %d one-COMMAND plans during a %d-byte upload, slowest %.0f ms (idle %.0f)"
             % (heap, len(during), len(data), worst * 1000, worst_idle * 1000)
         )
-        # no plan waits for the upload: each takes a small part of the upload's time (the
-        # issue's 100 ms is a speed target, measured by tools/bench_ota.py, not a timed test:
-        # beside another suite run one plan here took 620..651 ms, the upload a few seconds)
-        assert worst < upload_s / 4, "a plan took %.0f ms of a %.0f ms upload" % (
+        # no plan waits for the upload (the 100 ms is a speed target, measured by
+        # tools/bench_ota.py, not a timed test): plans keep their pace, with a loaded machine's
+        # slack (beside another suite run one plan in hundreds lost the CPU for 620..974 ms: the
+        # 95th percentile, not the maximum), and none waits for a large part of the upload, as
+        # a held bus would make one do
+        dts = sorted(dt for _, dt in during)
+        p95 = dts[int(0.95 * (len(dts) - 1))]
+        assert p95 - worst_idle < 0.5, "plans took %.0f ms during the upload (95th pct)" % (
+            p95 * 1000
+        )
+        assert worst < max(2.0, upload_s / 4), "a plan took %.0f ms of a %.0f ms upload" % (
             worst * 1000,
             upload_s * 1000,
         )
