@@ -135,9 +135,7 @@ def test_messages_up_to_the_limit_at_the_documented_heap(tmp_path):
             p = st.call(call)
             assert p["result"]["content"][0]["text"].startswith("led_on: done"), p
             time.sleep(0.3)
-            x = b.status()
-            print("DBG", [e for e in b.events if e.get("src") == "master" and e.get("event") in ("print", "xiaozhi")][-40:])
-            x = x["xiaozhi"]
+            x = b.status()["xiaozhi"]
             assert x["no_memory"] == 0 and x["sessions"] == 3 and x["reconnects"] == 2, x
             assert x["clipped"] >= 18 and x["state"] == "ready", x
             assert not any(
