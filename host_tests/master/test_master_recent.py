@@ -104,6 +104,6 @@ def test_a_text_after_an_event_is_never_overwritten_while_listed():
         texts = r.texts()
         got = []
         for t in texts:
-            e = json.loads(t)  # every kept entry is whole
+            e = json.loads(bytes(t))  # every kept entry is whole (a view of the ring)
             got.append(e["name"] if e["event"] == "event" else e["problems"][0].split()[0])
         assert got == want[len(want) - len(got) :], (k, got)

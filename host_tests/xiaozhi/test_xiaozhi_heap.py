@@ -2,8 +2,6 @@
 import json
 import time
 
-import pytest
-
 from e2e_support import VirtualBody
 from vbody import launch
 from xiaozhi_server import ServerThread
@@ -64,13 +62,6 @@ def _told(b):
     return lines[-12:]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 24 defect 8 still open: the 21 messages of 2-4 KB and both reconnects now pass "
-    "at 80 KB (sentences and alerts wait as text, one speech plan in flight), but the final GET "
-    "/status answers 503 while a sentence is being spoken: ~15 KB free after gc.collect, largest "
-    "free block 640 bytes (master.links.httpd / master.bus.status build the document)",
-)
 def test_messages_up_to_the_limit_at_the_documented_heap(tmp_path):
     # defect 8: at 80 KB any message of 2 KB or more ended the session with MemoryError
     with ServerThread() as st:

@@ -36,6 +36,7 @@ def build(txs, clock, mode="two-port", max_steps=16, note=None, hub=None):
     b = Body(ports, registry, owners, scheduler, status, hub, clock, max_steps)
     b.recent = Recent(hub, b.stamp)
     status.attach("recent", b.recent.items, b.recent.texts)
+    status.ends.append(("speak_ready", b.speak_ready))  # last, after the links' sections
     return b
 
 
@@ -167,9 +168,7 @@ class Body:
     def status(self, text=False):
         """The /status document; `text`: the ring's entries as their JSON text (bytes), for
         HTTP's answer written piece by piece (Status.document)."""
-        doc = self.sheet.document(self.clock(), text)
-        doc["speak_ready"] = self.speak_ready()
-        return doc
+        return self.sheet.document(self.clock(), text)
 
     # -- what a link may ask of the bus besides plans: every link reaches it only through these
 

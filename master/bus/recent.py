@@ -216,8 +216,9 @@ class Recent:
         return self._read(False)
 
     def texts(self):
-        """`items()` with each entry as its JSON text (bytes): the ring's own bytes copied,
-        no objects made (HTTP's /status writes them as they are)."""
+        """`items()` with each entry as its JSON text: a view of the ring's own bytes (a copy
+        of a 490-byte report needs a block a fragmented heap may not have), no objects made
+        (HTTP's /status writes them as they are, before any other task runs: jsonout)."""
         return self._read(True)
 
     def _read(self, text):
@@ -242,8 +243,8 @@ class Recent:
                 out.append(json.dumps(e).encode() if text else e)
                 continue
             a = w[_START + i]
-            raw = bytes(mv[a : a + w[_START + size + i]])
-            out.append(raw if text else json.loads(raw))
+            raw = mv[a : a + w[_START + size + i]]  # a view: no copy of the text
+            out.append(raw if text else json.loads(bytes(raw)))
         return out
 
     def last(self, n):

@@ -17,7 +17,7 @@ from micropython import const
 from organbus.ticks import ticks_diff, ticks_ms
 
 from master.links.httplimits import DEFAULTS, HeapGuard, RateLimiter, _Listener, _close, _print_exc
-from master.links.jsonout import OUT, Each, _drain, json_length, write_json
+from master.links.jsonout import OUT, WRITTEN, _drain, json_length, write_json
 
 # The message names (HttpError, Request, Stream, Fed, parse_head, ...) stay reachable as httpd's.
 from master.links.httpmsg import REASONS, BodyStream, Fed, HttpError, Request, Stream, _head  # noqa: F401  # fmt: skip
@@ -110,9 +110,7 @@ class HttpServer:
     async def _send(self, writer, status, payload=None, headers=None):
         self.counts[status] = self.counts.get(status, 0) + 1
         timeout_s = self.cfg["write_timeout_ms"] / 1000
-        if isinstance(
-            payload, (dict, list, tuple, Each)
-        ):  # JSON in pieces, its length counted first
+        if isinstance(payload, WRITTEN):  # JSON in pieces, its length counted first
             writer.write(_head(status, headers, "application/json", json_length(payload)))
             try:
                 await write_json(writer, payload, timeout_s, self.out)

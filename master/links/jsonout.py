@@ -5,6 +5,8 @@ import sys
 
 from micropython import const
 
+from master.bus.pairs import GENERATOR, Pairs
+
 _MP = sys.implementation.name == "micropython"
 OUT = const(512)  # bytes of a JSON answer given to the socket at once (never built whole)
 
@@ -23,18 +25,30 @@ class Each:
             yield self.fn(x)
 
 
-_OPEN = {dict: (b"{", b"}"), list: (b"[", b"]"), tuple: (b"[", b"]"), Each: (b"[", b"]")}
+_OPEN = {
+    dict: (b"{", b"}"),
+    Pairs: (b"{", b"}"),
+    list: (b"[", b"]"),
+    tuple: (b"[", b"]"),
+    Each: (b"[", b"]"),
+    GENERATOR: (b"[", b"]"),
+}
+
+
+WRITTEN = tuple(_OPEN)  # what write_json takes: the types an answer is written in pieces for
 
 
 def json_pieces(obj):
     """The bytes of json.dumps(obj) as a generator of small pieces (a container's brackets,
     keys, separators and each scalar): a large answer (the menu) is never one string, so a
-    fragmented heap without one large free block still serves it. A `bytes` value is JSON
-    text already (the /status ring's entries, kept as text) and goes out as it is."""
+    fragmented heap without one large free block still serves it. A `bytes` (or memoryview)
+    value is JSON text already (the /status ring's entries, kept as text) and goes out as it
+    is; a `Pairs` (master/bus/pairs.py) is a JSON object as its (key, value) pairs, and a
+    generator an array made as it is walked."""
     # One generator with a stack of (container, iterator): a nested generator per level would
     # take a frame of some 170 bytes each, more than a fragmented 64 KB heap has in one block.
     t = type(obj)
-    if t is bytes:
+    if t is bytes or t is memoryview:
         yield obj
         return
     if t not in _OPEN:
@@ -56,12 +70,16 @@ def json_pieces(obj):
         if not first:
             yield b", "
         first = False
-        if type(c) is dict:
-            yield json.dumps(v if isinstance(v, str) else str(v)).encode()
+        t = type(c)
+        if t is dict or t is Pairs:
+            if t is Pairs:
+                k, v = v
+            else:
+                k, v = v, c[v]
+            yield json.dumps(k if isinstance(k, str) else str(k)).encode()
             yield b": "
-            v = c[v]
         t = type(v)
-        if t is bytes:
+        if t is bytes or t is memoryview:
             yield v
         elif t not in _OPEN:
             yield json.dumps(v).encode()
@@ -92,9 +110,15 @@ async def write_json(writer, obj, timeout_s, buf=None):
     bytes), draining (within `timeout_s`) each time it fills: at most that much is ever held
     for the socket. MicroPython's writer copies what the socket did not take before write()
     returns, so one buffer serves every connection (HttpServer.out); CPython's may keep a view
-    of it, so there each answer gets its own."""
+    of it, so there each answer gets its own.
+
+    A document made as it is walked (Pairs of a function: /status) is counted by one walk
+    (Content-Length) and written by this one: no other task may run between them (a frame
+    counted meanwhile would make the text longer than its length), so it is written without
+    a pause while the socket takes it all (a board's socket takes /status whole)."""
     if buf is None:
         buf = bytearray(OUT)
+    live = type(obj) is Pairs and type(obj.pairs) is not list
     size = len(buf)
     mv = memoryview(buf)
     n = 0
@@ -103,11 +127,13 @@ async def write_json(writer, obj, timeout_s, buf=None):
         if n + k > size:
             if n:
                 writer.write(mv[:n])
-                await _drain(writer, timeout_s)
+                if not live or _held(writer):
+                    await _drain(writer, timeout_s)
                 n = 0
             if k > size:  # a long scalar (a description): as it is
                 writer.write(p)
-                await _drain(writer, timeout_s)
+                if not live or _held(writer):
+                    await _drain(writer, timeout_s)
                 continue
         mv[n : n + k] = p
         n += k

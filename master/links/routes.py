@@ -58,7 +58,8 @@ def start(body, config):
 
     async def get_status(req):
         # the ring's entries as their kept JSON text: parsed back into objects they took
-        # ~10 KB of the 64 KB heap at once with a full ring (docs/master.md)
+        # ~10 KB of the 64 KB heap at once with a full ring; and the document is made as it
+        # is written, a section at a time (master/bus/status.py, docs/master.md)
         return 200, body.status(text=True), None
 
     return {

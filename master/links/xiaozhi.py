@@ -429,12 +429,16 @@ class Device(McpOverWs):
         return t
 
     def status(self):
-        d = dict(self.counts)
-        d["session_id"] = self.session_id
-        d["speech_queued"] = len(self.speech)
-        d["listed"] = self.listed_gen is not None and self.listed_gen == self.menu_gen
-        d["speaking"] = self._speaking
-        return d
+        return dict(self.pairs())
+
+    def pairs(self):
+        """status() as its (key, value) pairs: no dict's table for /status (Link.pairs)."""
+        p = list(self.counts.items())
+        p.append(("session_id", self.session_id))
+        p.append(("speech_queued", len(self.speech)))
+        p.append(("listed", self.listed_gen is not None and self.listed_gen == self.menu_gen))
+        p.append(("speaking", self._speaking))
+        return p
 
 
 def _ok(out):

@@ -89,11 +89,9 @@ class EndpointLink(Link):
                                   "cadata": config.get("cadata")}, None, backoff=backoff)  # fmt: skip
         self.endpoint = config.get("mcp_endpoint")
 
-    def status(self):
-        d = Link.status(self)
-        d.pop("ota_url", None)
-        d["url"] = shown(self.endpoint)
-        return d
+    def pairs(self):
+        url = shown(self.endpoint)
+        return [(k, url if k == "url" else v) for k, v in Link.pairs(self) if k != "ota_url"]
 
     async def session(self):
         self.url = self.endpoint
