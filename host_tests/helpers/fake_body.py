@@ -46,6 +46,7 @@ def _keep(log, x):
     if len(log) > KEPT:
         log.pop(0)
 
+
 class FakeStep:
     def __init__(self, st):
         self.task_id = st["task_id"]
