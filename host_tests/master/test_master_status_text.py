@@ -44,7 +44,8 @@ def _body(plans):
 
 
 def _text(doc):
-    return b"".join(json_pieces(doc))
+    # bytes() of each piece: MicroPython's join takes no memoryview (the ring's entries are)
+    return b"".join([bytes(p) for p in json_pieces(doc)])
 
 
 def test_the_text_document_is_the_objects_document():
