@@ -47,37 +47,9 @@ def json_pieces(obj):
     generator an array made as it is walked."""
     # One generator with a stack of (container, iterator): a nested generator per level would
     # take a frame of some 170 bytes each, more than a fragmented 64 KB heap has in one block.
-    t = type(obj)
-    if t is bytes or t is memoryview:
-        yield obj
-        return
-    if t not in _OPEN:
-        yield json.dumps(obj).encode()
-        return
-    yield _OPEN[t][0]
-    stack = [obj, iter(obj)]
-    first = True
-    while stack:
-        c = stack[-2]
-        try:
-            v = next(stack[-1])
-        except StopIteration:
-            stack.pop()
-            stack.pop()
-            yield _OPEN[type(c)][1]
-            first = False
-            continue
-        if not first:
-            yield b", "
-        first = False
-        t = type(c)
-        if t is dict or t is Pairs:
-            if t is Pairs:
-                k, v = v
-            else:
-                k, v = v, c[v]
-            yield json.dumps(k if isinstance(k, str) else str(k)).encode()
-            yield b": "
+    stack = []
+    v = obj
+    while True:
         t = type(v)
         if t is bytes or t is memoryview:
             yield v
@@ -88,6 +60,30 @@ def json_pieces(obj):
             stack.append(v)
             stack.append(iter(v))
             first = True
+        while stack:  # the next value, after the brackets of what it closes
+            c = stack[-2]
+            try:
+                v = next(stack[-1])
+            except StopIteration:
+                stack.pop()
+                stack.pop()
+                yield _OPEN[type(c)][1]
+                first = False
+                continue
+            if not first:
+                yield b", "
+            first = False
+            t = type(c)
+            if t is dict or t is Pairs:
+                if t is Pairs:
+                    k, v = v
+                else:
+                    k, v = v, c[v]
+                yield json.dumps(k if isinstance(k, str) else str(k)).encode()
+                yield b": "
+            break
+        else:
+            return
 
 
 def json_length(obj):
