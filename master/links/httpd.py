@@ -28,7 +28,8 @@ _MP = sys.implementation.name == "micropython"
 _READ = const(512)
 _PIECE = const(256)  # bytes of a request body read at once: blocks a fragmented heap still has
 _LINGER_MAX = const(65536)
-_LINGER_MS = const(300)
+_LINGER_MS = const(300)  # a closing connection's silence that ends the linger
+_LINGER_CAP_MS = const(2000)  # and its whole length, however the client trickles
 _STREAMING = const(2)  # conns record [3]: a streamed answer, its request slot given back
 _SPARE = const(640)  # bytes held back at boot for a request that finds no block (_conn)
 
@@ -171,11 +172,13 @@ class HttpServer:
     async def _linger(self, reader, n):
         # Take (and drop) what the client is still sending before closing, so the
         # close does not reset the connection under the response it has not read yet.
+        # It ends on EOF, after n bytes, after _LINGER_MS of silence (a client that is
+        # late only because the machine is loaded still gets its answer) or at the cap.
         n = min(n, _LINGER_MAX)
         t0 = ticks_ms()
         try:
             while n > 0:
-                left = _LINGER_MS - ticks_diff(ticks_ms(), t0)
+                left = min(_LINGER_MS, _LINGER_CAP_MS - ticks_diff(ticks_ms(), t0))
                 if left <= 0:
                     break
                 chunk = await asyncio.wait_for(reader.read(min(n, _READ * 2)), left / 1000)
@@ -434,6 +437,8 @@ class HttpServer:
             self.counts[408] = self.counts.get(408, 0) + 1
             try:
                 writer.write(_RECLAIMED)
+                await asyncio.wait_for(writer.drain(), self.cfg["write_timeout_ms"] / 1000)
+                await self._linger(reader, self.cfg["max_body"] + self.cfg["max_head"])
             except Exception:
                 pass
         except (EOFError, OSError, asyncio.TimeoutError, MemoryError):
