@@ -14,7 +14,9 @@
 # place, the heap guard, MCP's tool names) left 576 B less free after start (28,384 of 28,960)
 # and at 168 KB 2 of 3 runs then met a 503 in the slowloris test: a 304-byte block not found
 # with 12.9 KB free (the fake body keeps every command; a layout this close to the edge
-# moves with any change of the allocations).
+# moves with any change of the allocations). 192 KB since 2026-12-07: at 176 KB about 1 run in
+# 12 met that again (a 304-byte coroutine frame for tools/call not found with 15.7 KB free,
+# two half-sent POSTs held), every 503 a correct answer but not the 200 the test asks for.
 import asyncio
 import http.client
 import json
@@ -84,7 +86,7 @@ asyncio.run(main(int(sys.argv[1]), sys.argv[2], int(sys.argv[3])))
 # The links' code loads into this heap as .mpy (a board keeps it frozen in flash). 168k until
 # 2026-12-04, when this wave's native code and request path left 2.5 KB less free after start
 # (32.9 -> 30.3 KB) and the load below met 503s for want of a 300-byte block.
-HEAP = "176k"
+HEAP = "192k"
 TOKEN = "unix-port-token"
 AUTH = {"Authorization": "Bearer " + TOKEN}
 
@@ -267,8 +269,10 @@ def test_slowloris_and_parallel_clients_on_the_unix_port(mp_server):
         t.start()
     for t in threads:
         t.join(30)
-    # Every client gets an answer: served, or 503 (connection bound or short of heap), never a reset.
-    assert len(results) == 6 and set(results) <= {200, 503}, results
+    # Every client gets an answer, never a reset: served, 503 (connection bound or short of
+    # heap), or 408 when a loaded machine left its request unread past reclaim_ms while
+    # another of its connections waited (its slot was reclaimed).
+    assert len(results) == 6 and set(results) <= {200, 408, 503}, results
     assert results.count(200) >= 2, "the server keeps serving under the load: %r" % results
     code, _, m = request(port, "GET", "/_mem", None, AUTH)
     print(
