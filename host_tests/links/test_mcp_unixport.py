@@ -3,7 +3,7 @@
 # The modules are precompiled with mpy-cross as they are on a board (compiling source needs
 # more heap than running it); the body is the scripted fake, so this isolates the links.
 # The unix port is 64-bit (objects about twice the C6's size) and keeps bytecode in the heap
-# (a board freezes it in flash), so the heap here is 168 KB: 96 KB until the links took the
+# (a board freezes it in flash), so the heap here is 192 KB: 96 KB until the links took the
 # core's one plan path (organbus.plan, jsonread, menu: about 32 KB of bytecode in this heap,
 # in flash on a board), 128 KB until MCP gained its sessions, streams and resources
 # (master/links/mcpstream.py and mcp.py: about 6 KB more .mpy), 144 KB until issue 24's JSON-RPC
