@@ -213,6 +213,29 @@ def test_manifests_freeze_what_each_board_runs():
         assert need <= frozen, "%s manifest misses %s" % (role, need - frozen)
 
 
+def test_frozen_code_has_no_float_literal_beyond_f32():
+    # The C6's floats are f32: freezing a module (mpy-tool.py, a firmware build of these
+    # manifests) packs each float constant with struct "<f" and fails on one beyond F32_MAX
+    # ("float too large to pack"), where loading the same .mpy reads it as inf. Seen building
+    # the RV32 image with the master frozen: plan.py's 1e300 and descriptor.py's f32 overflow.
+    import struct
+
+    bad = []
+    for top in ("lib/organbus", "master", "organs"):
+        for folder, _, names in os.walk(os.path.join(ROOT, top)):
+            for name in sorted(n for n in names if n.endswith(".py")):
+                path = os.path.join(folder, name)
+                for node in ast.walk(ast.parse(open(path).read(), path)):
+                    if isinstance(node, ast.Constant) and type(node.value) is float:
+                        try:
+                            struct.pack("<f", node.value)
+                        except OverflowError:
+                            bad.append(
+                                "%s:%d %r" % (os.path.relpath(path, ROOT), node.lineno, node.value)
+                            )
+    assert not bad, "float literals a frozen f32 build refuses: %s" % bad
+
+
 # -- the DevKitC-1 facts live in one file ---------------------------------------------------------
 
 

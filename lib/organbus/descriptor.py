@@ -13,7 +13,9 @@ PARAM_TYPES = ("int", "float", "string", "bool")
 MAX_CAPABILITIES = const(8)
 MAX_PARAMS = const(6)
 F32_MAX = 3.4028234663852886e38
-_F32_OVERFLOW = 3.4028235677973366e38  # halfway to 2**128: from here on an f32 is inf
+# halfway to 2**128: from here on an f32 is inf (from text: mpy-tool freezes no f32 literal
+# beyond F32_MAX, and a port of f32 floats reads it as inf, as it would the literal)
+_F32_OVERFLOW = float("3.4028235677973366e38")
 
 
 class DescriptorError(ValueError):

@@ -15,6 +15,9 @@ MAX_STEPS = 16  # the menu's max_steps unless a body says otherwise
 TASK_ID_MAX = 15  # bytes
 F32_MAX = 3.4028234663852886e38  # numbers travel as IEEE-754 binary32
 _INF = float("inf")
+_E300 = float(
+    "1e300"
+)  # from text: a frozen build has no f32 for a 1e300 literal (mpy-tool refuses it)
 
 TOP_KEYS = ("heard_req", "steps", "can_execute", "missing", "response")
 STEP_KEYS = ("task_id", "action", "params", "priority", "depends_on")
@@ -125,7 +128,7 @@ def _is_int(v):
 def _num(x):
     if isinstance(x, int) and (x > 10**15 or x < -(10**15)):
         # no str() of a huge int: CPython refuses past 4,300 digits (only a built plan has one)
-        return "%g" % float(x) if -1e300 < x < 1e300 else "an int beyond 1e300"
+        return "%g" % float(x) if -_E300 < x < _E300 else "an int beyond 1e300"
     if isinstance(x, float):
         if x == int(x) and abs(x) < 1e15:
             return str(int(x))
