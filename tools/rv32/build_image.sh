@@ -1,7 +1,10 @@
 #!/bin/sh
 # Builds the RV32 test image (MicroPython v1.28.0, qemu port, VIRT_RV32, no Zba as on the C6) and its mpy-cross.
 #
-# usage: tools/rv32/build_image.sh SRC [OUT]
+# usage: tools/rv32/build_image.sh [--board] SRC [OUT]
+#   --board  also freeze the tree's protocol core and master (manifest_board.py), as the C6
+#        master's firmware does: a bench image (tools/bench.py rv32 then measures the code as a
+#        board runs it), not a test image (the tests would run the frozen copy, not the tree)
 #   SRC  a MicroPython v1.28.0 source tree with lib/micropython-lib at
 #        8380c7bb8f9e5e5260e9539156742925e00366b2 (the port freezes unittest from it)
 #   OUT  the folder for firmware.elf and mpy-cross (default: where tools/rv32/run.py looks:
@@ -13,7 +16,15 @@ here=$(cd "$(dirname "$0")" && pwd)
 
 die() { echo "build_image.sh: $*" >&2; exit 2; }
 
-[ $# -ge 1 ] || die "usage: tools/rv32/build_image.sh SRC [OUT]"
+manifest=$here/manifest.py
+frozen=""
+if [ "${1:-}" = --board ]; then
+    shift
+    manifest=$here/manifest_board.py
+    frozen=" frozen: organbus master ($(git -C "$here" describe --always --dirty 2>/dev/null || echo tree))"
+    [ $# -ge 2 ] || die "--board needs OUT: a bench image must not take the test image's place"
+fi
+[ $# -ge 1 ] || die "usage: tools/rv32/build_image.sh [--board] SRC [OUT]"
 src=$(cd "$1" 2>/dev/null && pwd) || die "no source tree at $1"
 if [ $# -ge 2 ]; then
     elf=$2/firmware.elf
@@ -57,9 +68,9 @@ make -s -C "$src/ports/qemu" BOARD=VIRT_RV32 BUILD=build-organbus-c6 \
     "RV32_ARCH=rv32imac -misa-spec=2.2" MPY_CROSS_FLAGS=-march=rv32imc \
     MICROPY_HEAP_SIZE="$heap" COPT="-O2 -DNDEBUG" \
     CFLAGS_EXTRA="-DMICROPY_EMIT_RV32_ZBA=0 -DMICROPY_OPT_COMPUTED_GOTO=1 -DMICROPY_PY_ASYNCIO=1" \
-    FROZEN_MANIFEST="$here/manifest.py" -j"$jobs" >/dev/null
+    FROZEN_MANIFEST="$manifest" -j"$jobs" >/dev/null
 
 cp "$src/ports/qemu/build-organbus-c6/firmware.elf" "$elf"
 cp "$src/mpy-cross/build/mpy-cross" "$out/mpy-cross"
-printf 'micropython v1.28.0 qemu VIRT_RV32 rv32imc no-zba -O2 asyncio heap=%s\n' "$heap" >"$out/IMAGE"
+printf 'micropython v1.28.0 qemu VIRT_RV32 rv32imc no-zba -O2 asyncio heap=%s%s\n' "$heap" "$frozen" >"$out/IMAGE"
 echo "$elf"

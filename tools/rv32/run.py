@@ -54,14 +54,29 @@ def image_path():
     return os.path.join(CACHE, "firmware.elf")
 
 
-def unavailable():
-    """Why the image cannot run here (with the command that fixes it), or None when it can."""
+def image_note():
+    """The IMAGE line build_image.sh wrote beside the image ("" when there is none)."""
+    try:
+        with open(os.path.join(os.path.dirname(image_path()), "IMAGE")) as f:
+            return f.readline().strip()
+    except OSError:
+        return ""
+
+
+def unavailable(tests=True):
+    """Why the image cannot run here (with the command that fixes it), or None when it can.
+    A board image (build_image.sh --board: the tree frozen in it) runs benches, not tests."""
     if not shutil.which(QEMU):
         return "%s not found (apt-get install qemu-system-misc)" % QEMU
     img = image_path()
     if not os.path.isfile(img):
         how = "ORGANBUS_RV32_IMAGE" if os.environ.get("ORGANBUS_RV32_IMAGE") else "default"
         return "no RV32 image at %s (%s); %s" % (img, how, BUILD_HINT)
+    if tests and " frozen: " in image_note():
+        return "the image at %s has a tree frozen in it (%s): the tests need the test image" % (
+            img,
+            image_note(),
+        )
     return None
 
 
@@ -359,7 +374,7 @@ def main(argv=None):
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds for the whole run")
     ap.add_argument("-v", "--verbose", action="store_true", help="say what is staged and how long")
     a = ap.parse_args(argv)
-    why = unavailable()
+    why = unavailable(tests=a.modules)
     if why:
         print("rv32 run: not available: " + why, file=sys.stderr)
         return 3
