@@ -15,9 +15,8 @@ MAX_STEPS = 16  # the menu's max_steps unless a body says otherwise
 TASK_ID_MAX = 15  # bytes
 F32_MAX = 3.4028234663852886e38  # numbers travel as IEEE-754 binary32
 _INF = float("inf")
-_E300 = float(
-    "1e300"
-)  # from text: a frozen build has no f32 for a 1e300 literal (mpy-tool refuses it)
+# from text: a frozen build has no f32 for a 1e300 literal (mpy-tool refuses it)
+_E300 = float("1e300")
 
 TOP_KEYS = ("heard_req", "steps", "can_execute", "missing", "response")
 STEP_KEYS = ("task_id", "action", "params", "priority", "depends_on")

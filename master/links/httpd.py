@@ -17,7 +17,7 @@ from micropython import const
 from organbus.ticks import ticks_diff, ticks_ms
 
 from master.links.httplimits import DEFAULTS, HeapGuard, RateLimiter, _Listener, _close, _print_exc
-from master.links.jsonout import OUT, WRITTEN, Pairs, _drain, json_length, write_json
+from master.links.jsonout import OUT, WRITTEN, _drain, json_length, made_as_walked, write_json
 
 # The message names (HttpError, Request, Stream, Fed, parse_head, ...) stay reachable as httpd's.
 from master.links.httpmsg import REASONS, BodyStream, Fed, HttpError, Request, Stream, _head  # noqa: F401  # fmt: skip
@@ -113,11 +113,7 @@ class HttpServer:
         timeout_s = self.cfg["write_timeout_ms"] / 1000
         if isinstance(payload, WRITTEN):  # JSON in pieces, its length counted first
             writer.write(_head(status, headers, "application/json", json_length(payload)))
-            if (
-                self.spare is not None
-                and type(payload) is Pairs
-                and type(payload.pairs) is not list
-            ):
+            if self.spare is not None and made_as_walked(payload):
                 # a document made as it is walked (/status) is made twice, and the second walk
                 # may not fail (its head is out): the spare block is its reserve, let go so that
                 # a heap in small holes has room for what the first walk found a block for
@@ -178,6 +174,13 @@ class HttpServer:
                 chunk = await reader.read(min(_PIECE, n))
             if not chunk:
                 raise EOFError
+
+    async def _canned(self, reader, writer, status, answer):
+        # an answer made at import (no heap needed), drained, then the request's rest lingered
+        self.counts[status] = self.counts.get(status, 0) + 1
+        writer.write(answer)
+        await asyncio.wait_for(writer.drain(), self.cfg["write_timeout_ms"] / 1000)
+        await self._linger(reader, self.cfg["max_body"] + self.cfg["max_head"])
 
     async def _linger(self, reader, n):
         # Take (and drop) what the client is still sending before closing, so the
@@ -436,19 +439,13 @@ class HttpServer:
                 await self._linger(reader, self.cfg["max_body"] + self.cfg["max_head"])
             except MemoryError:
                 self.low_memory += 1
-                self.counts[503] = self.counts.get(503, 0) + 1
-                writer.write(_LOW_MEMORY)
-                await asyncio.wait_for(writer.drain(), self.cfg["write_timeout_ms"] / 1000)
-                await self._linger(reader, self.cfg["max_body"] + self.cfg["max_head"])
+                await self._canned(reader, writer, 503, _LOW_MEMORY)
         except asyncio.CancelledError:
             if rec[3] is not True:
                 raise  # the server is being stopped
             # reclaimed (its slot went to a new client): say so if the socket still takes it
-            self.counts[408] = self.counts.get(408, 0) + 1
             try:
-                writer.write(_RECLAIMED)
-                await asyncio.wait_for(writer.drain(), self.cfg["write_timeout_ms"] / 1000)
-                await self._linger(reader, self.cfg["max_body"] + self.cfg["max_head"])
+                await self._canned(reader, writer, 408, _RECLAIMED)
             except Exception:
                 pass
         except (EOFError, OSError, asyncio.TimeoutError, MemoryError):

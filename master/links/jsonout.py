@@ -94,6 +94,12 @@ def json_length(obj):
     return n
 
 
+def made_as_walked(obj):
+    """True for a document made as it is walked (Pairs of a function: /status), whose two
+    walks (json_length, write_json) each make it again."""
+    return type(obj) is Pairs and type(obj.pairs) is not list
+
+
 def _held(writer):
     """True unless `writer` is MicroPython's stream holding nothing: its drain() then only
     yields, with no need of the timeout (asyncio.wait_for takes a task and a coroutine, some
@@ -114,7 +120,7 @@ async def write_json(writer, obj, timeout_s, buf=None):
     a pause while the socket takes it all (a board's socket takes /status whole)."""
     if buf is None:
         buf = bytearray(OUT)
-    live = type(obj) is Pairs and type(obj.pairs) is not list
+    live = made_as_walked(obj)
     size = len(buf)
     mv = memoryview(buf)
     n = 0

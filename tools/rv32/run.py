@@ -72,10 +72,11 @@ def unavailable(tests=True):
     if not os.path.isfile(img):
         how = "ORGANBUS_RV32_IMAGE" if os.environ.get("ORGANBUS_RV32_IMAGE") else "default"
         return "no RV32 image at %s (%s); %s" % (img, how, BUILD_HINT)
-    if tests and " frozen: " in image_note():
+    note = image_note()
+    if tests and " frozen: " in note:
         return "the image at %s has a tree frozen in it (%s): the tests need the test image" % (
             img,
-            image_note(),
+            note,
         )
     return None
 
