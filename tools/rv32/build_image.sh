@@ -61,6 +61,9 @@ for name in MICROPY_EMIT_RV32_ZBA MICROPY_PY_ASYNCIO; do
         "$cfg" >"$cfg.new" && mv "$cfg.new" "$cfg"
 done
 
+# Frozen native code must stay 2-aligned: mpy-tool's aligned(2) is lost in RVC code (tools/mpy_tool_align.py).
+python3 "$here/../mpy_tool_align.py" "$src" >/dev/null || die "cannot patch $src/tools/mpy-tool.py"
+
 rm -rf "$src/ports/qemu/build-organbus-c6"  # a fresh build: the make flags are not tracked as dependencies
 # Debian's GCC 12 ships no rv32imac_zicsr multilib; with the 2.2 ISA spec rv32imac keeps the CSR
 # instructions and links against the rv32imac/ilp32 picolibc. -O2 and computed goto as the esp32 port.
