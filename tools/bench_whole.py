@@ -86,9 +86,11 @@ class Load(threading.Thread):
         self.join(30)
 
 
-def soak(body, st, soak_s):
+def soak(body, st, soak_s, setup=None):
     auth = {"Authorization": "Bearer " + TOKEN}
-    setup = []  # the streams' refusals (each asked again after Retry-After)
+    # what did not attach: the link (from run), the streams' refusals (each asked again after
+    # Retry-After)
+    setup = list(setup or ())
 
     def attached(open_one):
         for _ in range(5):
@@ -212,9 +214,16 @@ def run(soak_s=60, heap="64k", out_dir=None):
         try:
             if body.wait_menu(["led_on", "chime"], 30) is None:
                 raise RuntimeError("the body never came up (logs in %s)" % body.out_dir)
-            if st.wait(lambda: st.server.session and st.server.session.ready.is_set(), 30) is None:
-                raise RuntimeError("the xiaozhi link never came up (logs in %s)" % body.out_dir)
-            f = soak(body, st, soak_s)
+            setup = []
+            try:
+                st.wait(lambda: st.server.session and st.server.session.ready.is_set(), 30)
+            except TimeoutError:  # a result at this heap: the soak goes on without the link
+                try:
+                    xz = body.status().get("xiaozhi")
+                except Exception as e:  # (at this heap /status may be refused too)
+                    xz = repr(e)
+                setup.append("the xiaozhi link did not come up in 30 s (its /status: %s)" % xz)
+            f = soak(body, st, soak_s, setup)
         finally:
             body.stop()
     show(f)
