@@ -63,18 +63,21 @@ def test_immediate_steps_allocate_nothing():
         assert run.finished and run.report()["ok"], run.report()
 
 
-def test_commands_are_encoded_at_admission():
+def test_commands_are_encoded_at_admission_after_the_first_goes_out():
     b, txs, now = _rig()
     params = {"led_blink": {"count": 3, "period_ms": 250}, "speak": {"text": "Hello."}}
     raw = _chain(["led_blink", "speak", "led_on"], params)
     kind, run = b.submit(raw)
     assert kind == "accepted", run
-    for s in run.steps:
+    first = run.order[0]
+    assert first.status == "sent" and run.frames[first.key[2]] is None  # encoded as it started
+    assert txs[0].last() == command_frame(b.owners.owner("led_blink")[1], first.params)
+    for s in run.order[1:]:
         cap, f = run.frames[s.key[2]]
         own = b.owners.owner(s.action)
         assert cap is own[1], "%s: encoded for another capability" % s.action
         assert f == command_frame(cap, s.params), "%s: admission bytes differ" % s.action
-    assert txs[0].last() == run.frames[0][1], "the first COMMAND is not the admitted bytes"
+        assert run.hot[run.order.index(s)] == (own, f)
 
 
 def test_a_changed_owner_is_checked_again_at_dispatch():

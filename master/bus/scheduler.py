@@ -57,8 +57,11 @@ class Scheduler:
             return run
         self.runs.append(run)
         self._solo = run if len(self.runs) == 1 else None
-        self._encode(run)
+        # The ready steps start first (_start encodes the one it sends), then the others'
+        # COMMANDs are encoded for the step path while the first is on the wire: the first
+        # COMMAND waits for none of them, and no later one waits longer than before.
         self._dispatch(now)
+        self._encode(run)
         return run
 
     def give_way(self, run, why, now):
@@ -346,13 +349,15 @@ class Scheduler:
         return c[1]
 
     def _encode(self, run):
-        # Admission: each step's COMMAND encoded once for the owner of now, so a dispatch only
-        # hands ready bytes to the port (a step whose owner is missing, has other params or
+        # Admission: each waiting step's COMMAND encoded once for the owner of now, so a dispatch
+        # only hands ready bytes to the port (a step whose owner is missing, has other params or
         # cannot be encoded is left to _start, which says why).
         frames = run.frames
         hot = run.hot
         run.version = self._owners.version
         for k, s in enumerate(run.order):
+            if s.status != PENDING:
+                continue  # started (or finished) by the dispatch before
             own = self.owner(s.action)
             if own is None:
                 continue
