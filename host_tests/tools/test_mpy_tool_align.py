@@ -118,6 +118,6 @@ def test_every_build_of_frozen_native_code_applies_it():
         assert "mpy_tool_align.py" in f.read()
     with open(os.path.join(ROOT, "boards", "c6_master", "README.md")) as f:
         assert "tools/mpy_tool_align.py" in f.read()
-    for organ in ("led_organ", "speaker_organ"):
+    for organ in ("led_organ", "speaker_organ", "template_organ"):
         with open(os.path.join(ROOT, "boards", organ, "manifest.py")) as f:
             assert "tools/mpy_tool_align.py" in f.read(), organ
