@@ -329,8 +329,7 @@ class HttpServer:
         status, payload = result[0], result[1]
         extra = result[2] if len(result) > 2 else None
         if hasattr(payload, "write_to"):
-            await self._stream(writer, rec, status, payload, extra)
-            return
+            return status, payload, extra  # _conn streams it, this frame let go (below)
         await self._send(writer, status, payload, extra)
 
     async def _stream(self, writer, rec, status, stream, headers):
@@ -433,7 +432,13 @@ class HttpServer:
                     gc.collect()
                     handling = self._handle(reader, writer, addr, rec)
                     self.spared += 1
-                await handling
+                out = await handling
+                if out is not None:
+                    # A stream (/events, an MCP GET) lasts as long as its client: written from
+                    # here, _handle's frame with its Request and headers is not held for it
+                    # (about 800 B per stream on the unix port).
+                    handling = None
+                    await self._stream(writer, rec, out[0], out[1], out[2])
             except HttpError as e:
                 await self._send(writer, e.status, e.payload(), e.headers)
                 await self._linger(reader, self.cfg["max_body"] + self.cfg["max_head"])
