@@ -86,11 +86,9 @@ class Load(threading.Thread):
         self.join(30)
 
 
-def soak(body, st, soak_s, setup=None):
+def soak(body, st, soak_s, setup):
+    """`setup`: what did not attach (run's link); the streams' refusals join it."""
     auth = {"Authorization": "Bearer " + TOKEN}
-    # what did not attach: the link (from run), the streams' refusals (each asked again after
-    # Retry-After)
-    setup = list(setup or ())
 
     def attached(open_one):
         for _ in range(5):

@@ -46,7 +46,7 @@ def _mcp(d, mid, method, params=None):
 
 async def _settle(d, ms=3000):
     t0 = _ms()
-    while any(not xiaozhi._done(t) for t in d.tasks) or d._speaking:
+    while d.tasks or d._speaking:  # a task leaves d.tasks as it ends
         await asyncio.sleep(0.01)
         assert _ms() - t0 < ms, "tasks did not finish in %d ms" % ms
 

@@ -429,7 +429,7 @@ class Device(McpOverWs):
 
     async def _tracked(self, coro):
         # A task leaves `tasks` as it ends: a done MicroPython Task keeps its coroutine, so a
-        # finished tools/call kept its frames and locals until the next one (2,208 B on the
+        # finished tools/call kept its frames and locals until the next one (2,272 B on the
         # unix port after a call, 256 B so).
         try:
             return await coro
@@ -454,11 +454,6 @@ class Device(McpOverWs):
 def _ok(out):
     # a report whose steps all went well; a refusal ({"problems": ...}) is not one
     return isinstance(out, dict) and out.get("ok") is True
-
-
-def _done(t):
-    d = getattr(t, "done", None)
-    return d() if d is not None else False
 
 
 def _cap(facade, name):
